@@ -1,0 +1,185 @@
+"""The BERT encoder as a Keras 3 functional model built from ``keras_hub.layers``.
+
+Post-LayerNorm BERT with exact (erf) GELU, optional [batch, query, key] attention mask (UniLM, causal),
+a pooler on [CLS] (tanh as Google BERT, or linear as SimBERT) and an optional MLM head tied to the token
+embeddings. Layer names are fixed: ``zoo.checkpoints`` maps checkpoint variables onto them.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+def gelu_tanh(x):
+    """The tanh approximation of GELU (transformers' ``gelu_new``)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+# transformers / Google ``hidden_act`` names -> Keras activations. "gelu" is the exact erf form.
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": gelu_tanh,
+    "gelu_pytorch_tanh": gelu_tanh,
+    "gelu_fast": gelu_tanh,
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+    "tanh": "tanh",
+}
+
+
+def get_activation(name):
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown hidden_act {name!r}; known: {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BiasAdd(keras.layers.Layer):
+    """Adds a learned bias over the last axis (the MLM output bias)."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.bias = self.add_weight(shape=(units,), initializer="zeros", name="bias")
+
+    def call(self, x):
+        return x + ops.cast(self.bias, x.dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BertBackbone(keras.Model):
+    """BERT encoder. Call it on a dict of int arrays ``token_ids``, ``segment_ids``, ``padding_mask``
+    (1 = real token) and optionally ``attention_mask`` [batch, query, key] (1 = may attend; combined with
+    the padding mask). Returns a dict with ``sequence_output`` [B, T, H], ``pooled_output`` [B, H], with
+    ``with_mlm=True`` also ``mlm_logits`` [B, T, V], and with ``output_hidden_states=True`` also
+    ``hidden_states`` (embedding output then every layer's output).
+
+    Build one from a checkpoint with ``zoo.load_backbone``; the constructor gives random weights.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        max_sequence_length=512,
+        num_segments=2,
+        dropout=0.1,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        pooler_activation="tanh",
+        with_mlm=False,
+        output_hidden_states=False,
+        dtype=None,
+        **kwargs,
+    ):
+        if hidden_dim % num_heads:
+            raise ValueError(f"hidden_dim={hidden_dim} is not a multiple of num_heads={num_heads}")
+        if pooler_activation not in ("tanh", "linear"):
+            raise ValueError(f"pooler_activation must be 'tanh' or 'linear', got {pooler_activation!r}")
+        init = lambda: keras.initializers.TruncatedNormal(stddev=0.02)  # noqa: E731
+
+        token_embedding = ReversibleEmbedding(
+            vocabulary_size, hidden_dim, tie_weights=True, embeddings_initializer=init(),
+            dtype=dtype, name="token_embedding")
+        position_embedding = PositionEmbedding(
+            max_sequence_length, initializer=init(), dtype=dtype, name="position_embedding")
+        segment_embedding = keras.layers.Embedding(
+            num_segments, hidden_dim, embeddings_initializer=init(), dtype=dtype, name="segment_embedding")
+
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input((None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
+        attention_mask = keras.Input((None, None), dtype="int32", name="attention_mask", optional=True)
+
+        tokens = token_embedding(token_ids)
+        x = keras.layers.Add(dtype=dtype, name="embeddings_add")(
+            [tokens, position_embedding(tokens), segment_embedding(segment_ids)])
+        x = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm")(x)
+        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        hidden_states = [x]
+        for i in range(num_layers):
+            x = TransformerEncoder(
+                intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
+                activation=get_activation(activation), layer_norm_epsilon=layer_norm_epsilon,
+                kernel_initializer=init(), dtype=dtype, name=f"transformer_layer_{i}",
+            )(x, padding_mask=padding_mask, attention_mask=attention_mask)
+            hidden_states.append(x)
+        pooled = keras.layers.Dense(
+            hidden_dim, activation=pooler_activation, kernel_initializer=init(), dtype=dtype,
+            name="pooler_dense")(x[:, 0, :])
+        outputs = {"sequence_output": x, "pooled_output": pooled}
+        if with_mlm:
+            h = keras.layers.Dense(hidden_dim, activation=get_activation(activation),
+                                   kernel_initializer=init(), dtype=dtype, name="mlm_transform")(x)
+            h = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="mlm_layer_norm")(h)
+            logits = token_embedding(h, reverse=True)
+            outputs["mlm_logits"] = BiasAdd(vocabulary_size, dtype=dtype, name="mlm_bias")(logits)
+        if output_hidden_states:
+            outputs["hidden_states"] = hidden_states
+        inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
+                  "padding_mask": padding_mask, "attention_mask": attention_mask}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pooler_activation = pooler_activation
+        self.with_mlm = with_mlm
+        self.output_hidden_states = output_hidden_states
+        self.token_embedding = token_embedding
+
+    def __call__(self, inputs, *args, **kwargs):
+        # ``attention_mask`` may be left out of the input dict.
+        if isinstance(inputs, dict) and "attention_mask" not in inputs:
+            inputs = {**inputs, "attention_mask": None}
+        return super().__call__(inputs, *args, **kwargs)
+
+    @property
+    def transformer_layers(self):
+        return [self.get_layer(f"transformer_layer_{i}") for i in range(self.num_layers)]
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "max_sequence_length": self.max_sequence_length,
+            "num_segments": self.num_segments,
+            "dropout": self.dropout,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "pooler_activation": self.pooler_activation,
+            "with_mlm": self.with_mlm,
+            "output_hidden_states": self.output_hidden_states,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

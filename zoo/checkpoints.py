@@ -1,0 +1,449 @@
+"""Checkpoint loading and saving: Google TF1 folders, transformers folders, zoo presets.
+
+Every format is read as a mapping from **Google variable names** (``bert/encoder/layer_0/attention/self/
+query/kernel``, kernels [in, out]) to numpy arrays; ``VARIABLE_MAP`` is the whole truth about how those
+names land on ``zoo.BertBackbone`` weights. transformers names are translated to Google names first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GOOGLE_CONFIG = "bert_config.json"
+HF_CONFIG = "config.json"
+PRESET_CONFIG = "zoo_config.json"
+PRESET_WEIGHTS = "model.weights.h5"
+
+OPTIONAL_PREFIXES = ("bert/pooler/", "cls/predictions/")
+OPTIMIZER_PATTERN = re.compile(r"(adam_[mv]|/Adam(_\d+)?$|global_step|good_steps|bad_steps|loss_scale|"
+                               r"_slot_|/Momentum$|/accumulator)")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded; the message names the file and the variable."""
+
+
+# ----------------------------------------------------------------------------------------- the mapping
+def variable_map(backbone):
+    """[(zoo weight path, Google variable name)] for every weight of ``backbone``."""
+    rows = [
+        ("token_embedding/embeddings", "bert/embeddings/word_embeddings"),
+        ("position_embedding/embeddings", "bert/embeddings/position_embeddings"),
+        ("segment_embedding/embeddings", "bert/embeddings/token_type_embeddings"),
+        ("embeddings_layer_norm/gamma", "bert/embeddings/LayerNorm/gamma"),
+        ("embeddings_layer_norm/beta", "bert/embeddings/LayerNorm/beta"),
+    ]
+    for i in range(backbone.num_layers):
+        z, g = f"transformer_layer_{i}", f"bert/encoder/layer_{i}"
+        for part in ("query", "key", "value"):
+            rows += [(f"{z}/self_attention_layer/{part}/kernel", f"{g}/attention/self/{part}/kernel"),
+                     (f"{z}/self_attention_layer/{part}/bias", f"{g}/attention/self/{part}/bias")]
+        rows += [
+            (f"{z}/self_attention_layer/attention_output/kernel", f"{g}/attention/output/dense/kernel"),
+            (f"{z}/self_attention_layer/attention_output/bias", f"{g}/attention/output/dense/bias"),
+            (f"{z}/self_attention_layer_norm/gamma", f"{g}/attention/output/LayerNorm/gamma"),
+            (f"{z}/self_attention_layer_norm/beta", f"{g}/attention/output/LayerNorm/beta"),
+            (f"{z}/feedforward_intermediate_dense/kernel", f"{g}/intermediate/dense/kernel"),
+            (f"{z}/feedforward_intermediate_dense/bias", f"{g}/intermediate/dense/bias"),
+            (f"{z}/feedforward_output_dense/kernel", f"{g}/output/dense/kernel"),
+            (f"{z}/feedforward_output_dense/bias", f"{g}/output/dense/bias"),
+            (f"{z}/feedforward_layer_norm/gamma", f"{g}/output/LayerNorm/gamma"),
+            (f"{z}/feedforward_layer_norm/beta", f"{g}/output/LayerNorm/beta"),
+        ]
+    rows += [("pooler_dense/kernel", "bert/pooler/dense/kernel"), ("pooler_dense/bias", "bert/pooler/dense/bias")]
+    if backbone.with_mlm:
+        rows += [
+            ("mlm_transform/kernel", "cls/predictions/transform/dense/kernel"),
+            ("mlm_transform/bias", "cls/predictions/transform/dense/bias"),
+            ("mlm_layer_norm/gamma", "cls/predictions/transform/LayerNorm/gamma"),
+            ("mlm_layer_norm/beta", "cls/predictions/transform/LayerNorm/beta"),
+            ("mlm_bias/bias", "cls/predictions/output_bias"),
+        ]
+    return rows
+
+
+def _google_shape(zoo_path, shape):
+    """The Google-layout shape of a zoo weight (attention kernels are stored per head in Keras)."""
+    if "/self_attention_layer/" in zoo_path and "attention_output" not in zoo_path:
+        return (shape[0], shape[1] * shape[2]) if zoo_path.endswith("kernel") else (shape[0] * shape[1],)
+    if zoo_path.endswith("attention_output/kernel"):
+        return (shape[0] * shape[1], shape[2])
+    return tuple(shape)
+
+
+def _hf_to_google(name):
+    """transformers state-dict name -> (Google name, transpose?) or None for buffers/aliases."""
+    n = name[len("bert."):] if name.startswith("bert.") else name
+    if n.endswith("position_ids") or n.startswith("cls.predictions.decoder."):
+        return None  # a buffer, or the decoder tied to the word embeddings / output bias
+    if n == "cls.predictions.bias":
+        return "cls/predictions/output_bias", False
+    if n.startswith("cls.seq_relationship."):
+        return ("cls/seq_relationship/output_weights" if n.endswith("weight")
+                else "cls/seq_relationship/output_bias"), False
+    parts = n.split(".")
+    leaf = parts.pop()
+    path = "/".join(parts).replace("encoder/layer/", "encoder/layer_")
+    if parts and parts[-1] == "LayerNorm":
+        return f"{path if n.startswith('cls.') else 'bert/' + path}/{'gamma' if leaf in ('weight', 'gamma') else 'beta'}", False
+    if parts and parts[-1].endswith("embeddings"):
+        return f"bert/{path}", False
+    prefix = "" if n.startswith("cls.") else "bert/"
+    return (f"{prefix}{path}/kernel", True) if leaf == "weight" else (f"{prefix}{path}/bias", False)
+
+
+# ----------------------------------------------------------------------------------------- sources
+class GoogleCheckpoint:
+    """Variables of a TF1 checkpoint (``bert_model.ckpt.index`` + data files)."""
+
+    def __init__(self, prefix):
+        import tensorflow as tf
+
+        self.file = prefix
+        if not os.path.exists(prefix + ".index"):
+            raise CheckpointError(f"{prefix}.index: TF checkpoint index not found")
+        try:
+            self._reader = tf.train.load_checkpoint(prefix)
+        except Exception as e:  # corrupt or missing data file
+            raise CheckpointError(f"{prefix}: cannot read TF checkpoint ({e})") from None
+        self.shapes = {k: tuple(v) for k, v in self._reader.get_variable_to_shape_map().items()}
+
+    def get(self, name):
+        return np.asarray(self._reader.get_tensor(name))
+
+
+class HFCheckpoint:
+    """A transformers state dict (safetensors, sharded safetensors or pytorch_model.bin), Google-named."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        files = _hf_weight_files(folder)
+        if not files:
+            raise CheckpointError(
+                f"{folder}: no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
+        self.file = files[0] if len(files) == 1 else folder
+        self._arrays, self.shapes, self.ignored = {}, {}, []
+        for f in files:
+            for hf_name, array in _read_state_dict(f).items():
+                target = _hf_to_google(hf_name)
+                if target is None:
+                    self.ignored.append(hf_name)
+                    continue
+                name, transpose = target
+                self._arrays[name] = (array, transpose, f)
+                self.shapes[name] = tuple(array.shape[::-1] if transpose else array.shape)
+
+    def get(self, name):
+        array, transpose, _ = self._arrays[name]
+        array = np.asarray(array)
+        return array.T if transpose else array
+
+
+class ArraySource:
+    """Google-named arrays held in memory (a zoo preset's backbone, converted)."""
+
+    def __init__(self, arrays, file):
+        self._arrays, self.file = arrays, file
+        self.shapes = {k: tuple(v.shape) for k, v in arrays.items()}
+
+    def get(self, name):
+        return self._arrays[name]
+
+
+def _hf_weight_files(folder):
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(folder, s) for s in shards]
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if os.path.exists(os.path.join(folder, name)):
+            return [os.path.join(folder, name)]
+    return []
+
+
+def _read_state_dict(path):
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import load_file
+
+        try:
+            return load_file(path)
+        except Exception as e:
+            raise CheckpointError(f"{path}: cannot read safetensors file ({e})") from None
+    try:
+        import torch
+    except ImportError:
+        return _read_torch_zip(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise CheckpointError(f"{path}: cannot read PyTorch file ({e})") from None
+    return {k: v.float().numpy() if v.dtype == torch.bfloat16 else v.numpy() for k, v in state.items()}
+
+
+def _read_torch_zip(path):
+    """Read a torch>=1.6 zip ``pytorch_model.bin`` without torch (tensors only)."""
+    import pickle
+
+    dtypes = {"FloatStorage": np.float32, "HalfStorage": np.float16, "DoubleStorage": np.float64,
+              "LongStorage": np.int64, "IntStorage": np.int32, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(f"{path}: legacy (pre-1.6) PyTorch format; install torch to read it")
+    with zipfile.ZipFile(path) as z:
+        pkl = next(n for n in z.namelist() if n.endswith("data.pkl"))
+        root = pkl[: -len("data.pkl")]
+
+        def rebuild(storage, offset, size, stride, *args):
+            item = storage.itemsize
+            return np.lib.stride_tricks.as_strided(storage[offset:], size, [s * item for s in stride]).copy()
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module, name):
+                if module == "torch._utils" and name == "_rebuild_tensor_v2":
+                    return rebuild
+                if module == "torch" and name in dtypes:
+                    return name
+                if module == "collections" and name == "OrderedDict":
+                    import collections
+
+                    return collections.OrderedDict
+                raise CheckpointError(f"{path}: unsupported object {module}.{name} in PyTorch file")
+
+            def persistent_load(self, pid):
+                _, storage_type, key, _, _ = pid
+                return np.frombuffer(z.read(f"{root}data/{key}"), dtype=dtypes[storage_type])
+
+        return dict(Unpickler(z.open(pkl)).load())
+
+
+# ----------------------------------------------------------------------------------------- configs
+_CONFIG_KEYS = {  # BertBackbone argument <- config key (same in Google and transformers configs)
+    "vocabulary_size": "vocab_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "hidden_dim": "hidden_size",
+    "intermediate_dim": "intermediate_size",
+    "max_sequence_length": "max_position_embeddings",
+}
+
+
+def read_bert_config(path):
+    """``bert_config.json`` / transformers ``config.json`` -> BertBackbone keyword arguments."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: config file not found") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: invalid JSON ({e})") from None
+    model_type = config.get("model_type", "bert")
+    if model_type not in ("bert", "roberta"):
+        raise CheckpointError(f"{path}: model_type {model_type!r} is not a BERT layout")
+    missing = [k for k in _CONFIG_KEYS.values() if k not in config]
+    if missing:
+        raise CheckpointError(f"{path}: missing field(s) {missing}")
+    kwargs = {arg: int(config[key]) for arg, key in _CONFIG_KEYS.items()}
+    kwargs["num_segments"] = int(config.get("type_vocab_size", 2))
+    kwargs["dropout"] = float(config.get("hidden_dropout_prob", 0.1))
+    kwargs["activation"] = config.get("hidden_act", "gelu")
+    kwargs["layer_norm_epsilon"] = float(config.get("layer_norm_eps", 1e-12))
+    return kwargs
+
+
+def write_bert_config(backbone, path):
+    """Google ``bert_config.json`` for a backbone."""
+    config = {
+        "attention_probs_dropout_prob": backbone.dropout, "hidden_act": backbone.activation,
+        "hidden_dropout_prob": backbone.dropout, "hidden_size": backbone.hidden_dim,
+        "initializer_range": 0.02, "intermediate_size": backbone.intermediate_dim,
+        "max_position_embeddings": backbone.max_sequence_length, "num_attention_heads": backbone.num_heads,
+        "num_hidden_layers": backbone.num_layers, "type_vocab_size": backbone.num_segments,
+        "vocab_size": backbone.vocabulary_size, "layer_norm_eps": backbone.layer_norm_epsilon,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+
+
+# ----------------------------------------------------------------------------------------- layout
+@dataclass
+class Layout:
+    kind: str  # "google" | "hf" | "preset"
+    folder: str
+    config: str
+    weights: str
+
+
+def detect_layout(path):
+    """Find what a path holds: a Google TF1 folder / ckpt prefix, a transformers folder, or a zoo preset."""
+    from .presets import resolve
+
+    path = resolve(path)
+    if os.path.isfile(path + ".index"):  # a bert4keras-style checkpoint prefix ".../bert_model.ckpt"
+        folder = os.path.dirname(path) or "."
+        return Layout("google", folder, os.path.join(folder, GOOGLE_CONFIG), path)
+    if not os.path.isdir(path):
+        raise CheckpointError(f"{path}: no such checkpoint folder or file")
+    files = sorted(os.listdir(path))
+    if PRESET_CONFIG in files:
+        return Layout("preset", path, os.path.join(path, PRESET_CONFIG), os.path.join(path, PRESET_WEIGHTS))
+    if GOOGLE_CONFIG in files:
+        indexes = [f for f in files if f.endswith(".ckpt.index")]
+        if not indexes and "checkpoint" in files:
+            import tensorflow as tf
+
+            prefix = tf.train.latest_checkpoint(path)
+            if prefix:
+                return Layout("google", path, os.path.join(path, GOOGLE_CONFIG), prefix)
+        if not indexes:
+            raise CheckpointError(f"{path}: {GOOGLE_CONFIG} found but no *.ckpt.index (the TF checkpoint)")
+        name = "bert_model.ckpt.index" if "bert_model.ckpt.index" in indexes else indexes[0]
+        return Layout("google", path, os.path.join(path, GOOGLE_CONFIG),
+                      os.path.join(path, name[: -len(".index")]))
+    if HF_CONFIG in files:
+        if not _hf_weight_files(path):
+            raise CheckpointError(f"{path}: {HF_CONFIG} found but no model.safetensors or pytorch_model.bin")
+        return Layout("hf", path, os.path.join(path, HF_CONFIG), path)
+    raise CheckpointError(
+        f"{path}: unknown checkpoint layout (expected {GOOGLE_CONFIG} + bert_model.ckpt.* for Google, "
+        f"{HF_CONFIG} + model.safetensors/pytorch_model.bin for transformers, or {PRESET_CONFIG} for a zoo "
+        f"preset); found {files[:12]}")
+
+
+# ----------------------------------------------------------------------------------------- loading
+@dataclass
+class LoadReport:
+    """What a checkpoint load did. ``missing``: weights left at their random initialisation."""
+
+    source: str
+    loaded: list = field(default_factory=list)
+    missing: list = field(default_factory=list)
+    unused: list = field(default_factory=list)
+    optimizer_state: int = 0
+
+    def summary(self):
+        lines = [f"loaded {len(self.loaded)} variables from {self.source}"]
+        if self.missing:
+            lines.append(f"not in the checkpoint, left randomly initialised: {self.missing}")
+        if self.unused:
+            lines.append(f"in the checkpoint but not used by this model: {self.unused}")
+        if self.optimizer_state:
+            lines.append(f"ignored {self.optimizer_state} optimizer-state variables")
+        return "; ".join(lines)
+
+
+def assign_weights(backbone, source, keep_tokens=None):
+    """Copy Google-named arrays from ``source`` into ``backbone``; returns a LoadReport.
+
+    Raises CheckpointError naming the file and variable for a missing required variable or a shape
+    mismatch. Missing pooler / MLM-head variables and unused variables are reported (and warned about).
+    """
+    report = LoadReport(source=source.file)
+    weights = {w.path: w for w in backbone.weights}
+    used = set()
+    for zoo_path, name in variable_map(backbone):
+        variable = weights[zoo_path]
+        if name not in source.shapes:
+            if name.startswith(OPTIONAL_PREFIXES):
+                report.missing.append(name)
+                continue
+            raise CheckpointError(f"{source.file}: variable {name!r} not found (needed for {zoo_path})")
+        array = source.get(name)
+        if keep_tokens is not None and name in ("bert/embeddings/word_embeddings", "cls/predictions/output_bias"):
+            if max(keep_tokens) >= array.shape[0]:
+                raise CheckpointError(f"{source.file}: keep_tokens has id {max(keep_tokens)} but {name} "
+                                      f"has only {array.shape[0]} rows")
+            array = array[np.asarray(keep_tokens)]
+        expected = _google_shape(zoo_path, tuple(variable.shape))
+        if tuple(array.shape) != expected:
+            raise CheckpointError(f"{source.file}: variable {name!r} has shape {tuple(array.shape)}, "
+                                  f"the model expects {expected} (for {zoo_path})")
+        variable.assign(array.reshape(variable.shape).astype(variable.dtype))
+        used.add(name)
+        report.loaded.append(name)
+    for name in sorted(set(source.shapes) - used):
+        if OPTIMIZER_PATTERN.search(name):
+            report.optimizer_state += 1
+        else:
+            report.unused.append(name)
+    if report.missing or report.unused:
+        warnings.warn(report.summary(), stacklevel=3)
+    return report
+
+
+def backbone_arrays(backbone):
+    """A backbone's weights as Google-named numpy arrays (the inverse of ``assign_weights``)."""
+    weights = {w.path: w for w in backbone.weights}
+    out = {}
+    for zoo_path, name in variable_map(backbone):
+        v = weights[zoo_path]
+        out[name] = np.asarray(keras_to_numpy(v)).reshape(_google_shape(zoo_path, tuple(v.shape)))
+    return out
+
+
+def keras_to_numpy(variable):
+    from keras import ops
+
+    return ops.convert_to_numpy(variable)
+
+
+def save_google_checkpoint(backbone, folder, tokenizer=None):
+    """Write a backbone as a Google TF1 folder (``bert_config.json``, ``bert_model.ckpt.*``, vocab)."""
+    import tensorflow as tf
+
+    os.makedirs(folder, exist_ok=True)
+    arrays = backbone_arrays(backbone)
+    variables = {name: tf.Variable(a) for name, a in arrays.items()}
+    tf.compat.v1.train.Saver(var_list=variables).save(None, os.path.join(folder, "bert_model.ckpt"))
+    write_bert_config(backbone, os.path.join(folder, GOOGLE_CONFIG))
+    if tokenizer is not None:
+        tokenizer.save(folder)
+
+
+def load_backbone(path, with_mlm=False, pooler_activation=None, keep_tokens=None,
+                  output_hidden_states=False, dropout=None, dtype=None):
+    """A ``zoo.BertBackbone`` with the weights of a checkpoint.
+
+    ``path``: a Google TF1 folder (or its ``bert_model.ckpt`` prefix), a transformers folder
+    (``model.safetensors`` or ``pytorch_model.bin``; BertModel / BertForPreTraining / BertForMaskedLM
+    names), a zoo preset folder or name, or a zoo ``.keras`` file. ``pooler_activation``: "tanh" (Google
+    BERT) or "linear" (SimBERT); default tanh, or what a preset was saved with. ``keep_tokens`` slices
+    the token embeddings and MLM bias (see ``zoo.load_tokenizer(..., simplified=True)``).
+    The returned model has ``load_report`` (what was loaded, missing, unused).
+    """
+    from .backbone import BertBackbone
+    from .presets import load_model, find_backbone
+
+    if str(path).endswith(".keras"):
+        stored = find_backbone(load_model(path))
+        kwargs, source = _stored_kwargs(stored), ArraySource(backbone_arrays(stored), str(path))
+    else:
+        layout = detect_layout(path)
+        if layout.kind == "preset":
+            stored = find_backbone(load_model(layout.folder))
+            kwargs, source = _stored_kwargs(stored), ArraySource(backbone_arrays(stored), layout.weights)
+        else:
+            kwargs = read_bert_config(layout.config)
+            source = GoogleCheckpoint(layout.weights) if layout.kind == "google" else HFCheckpoint(layout.folder)
+    if keep_tokens is not None:
+        kwargs["vocabulary_size"] = len(keep_tokens)
+    if pooler_activation is not None:
+        kwargs["pooler_activation"] = pooler_activation
+    if dropout is not None:
+        kwargs["dropout"] = dropout
+    backbone = BertBackbone(**kwargs, with_mlm=with_mlm, output_hidden_states=output_hidden_states, dtype=dtype)
+    backbone.load_report = assign_weights(backbone, source, keep_tokens)
+    return backbone
+
+
+def _stored_kwargs(stored):
+    config = stored.get_config()
+    for key in ("name", "trainable", "dtype", "with_mlm", "output_hidden_states"):
+        config.pop(key, None)
+    return config

@@ -1,0 +1,291 @@
+"""WordPiece tokenizer for Chinese BERT vocabularies (bert-base-chinese behaviour, bert4keras API).
+
+Text -> word pieces runs in the Rust `tokenizers` library with the BERT normaliser (clean-up of control
+characters, one token per CJK character, lower-casing and accent stripping that keep full-width punctuation),
+so ids equal transformers' ``BertTokenizer(do_lower_case=True)``. Pairing, truncation (bert4keras rule) and
+padding are done here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+
+import numpy as np
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+
+
+def read_vocab(path):
+    """Read a vocab.txt (one token a line) into a list of tokens; the line number is the id."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tokens = [line.rstrip("\r\n") for line in f]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"vocabulary file not found: {path}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: vocabulary is not valid UTF-8 ({e})") from None
+    while tokens and tokens[-1] == "":
+        tokens.pop()
+    if not tokens:
+        raise ValueError(f"{path}: vocabulary is empty")
+    seen = {}
+    for i, t in enumerate(tokens):
+        if t in seen:
+            raise ValueError(f"{path}, line {i + 1}: token {t!r} repeats line {seen[t] + 1}")
+        seen[t] = i
+    return tokens
+
+
+def is_cjk(ch):
+    """The CJK ranges of BERT's basic tokenizer (each such character is its own token)."""
+    cp = ord(ch)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+def is_punctuation(ch):
+    """BERT's punctuation: ASCII symbols plus every Unicode P* category."""
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def simplify_vocab(tokens, startswith=SPECIAL_TOKENS):
+    """bert4keras ``load_vocab(simplified=True)``: drop pieces that the tokenizer can never produce.
+
+    Keeps ``startswith`` first (in that order), then every token (by original id) except multi-character
+    tokens that contain a CJK character or punctuation once ``##`` is stripped (``##的``, ``[unused1]``).
+    Returns ``(new_tokens, keep_tokens)``; ``keep_tokens[i]`` is the original id of new id ``i``, the
+    argument that slices embedding rows and the MLM bias (``zoo.load_backbone(..., keep_tokens=...)``).
+    """
+    index = {t: i for i, t in enumerate(tokens)}
+    new_tokens, keep_tokens = [], []
+    for t in startswith:
+        if t not in index:
+            raise KeyError(f"simplify_vocab: {t!r} is not in the vocabulary")
+        new_tokens.append(t)
+        keep_tokens.append(index[t])
+    kept = set(new_tokens)
+    for i, t in enumerate(tokens):
+        if t in kept:
+            continue
+        stem = t[2:] if t.startswith("##") else t
+        if len(t) > 1 and any(is_cjk(c) or is_punctuation(c) for c in stem):
+            continue
+        new_tokens.append(t)
+        keep_tokens.append(i)
+        kept.add(t)
+    return new_tokens, keep_tokens
+
+
+class Tokenizer:
+    """Chinese BERT tokenizer.
+
+    >>> tok = zoo.load_tokenizer("chinese_L-12_H-768_A-12")
+    >>> tok.encode("今天天气不错", "今天天气很好", maxlen=16)   # (token_ids, segment_ids)
+    >>> tok(["你好", "在吗"], maxlen=32)                       # padded numpy batch
+    """
+
+    def __init__(self, vocab, do_lower_case=True, keep_tokens=None, max_input_chars_per_word=100):
+        from tokenizers import Tokenizer as _RustTokenizer
+        from tokenizers import models, normalizers, pre_tokenizers
+
+        tokens = read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
+        self.vocab = tokens
+        self.token_to_id_map = {t: i for i, t in enumerate(tokens)}
+        missing = [t for t in SPECIAL_TOKENS[:4] if t not in self.token_to_id_map]
+        if missing:
+            raise ValueError(f"vocabulary lacks the special tokens {missing}")
+        self.do_lower_case = bool(do_lower_case)
+        self.keep_tokens = None if keep_tokens is None else [int(i) for i in keep_tokens]
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        rust = _RustTokenizer(
+            models.WordPiece(self.token_to_id_map, unk_token="[UNK]",
+                             max_input_chars_per_word=self.max_input_chars_per_word)
+        )
+        rust.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=self.do_lower_case
+        )
+        rust.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        rust.add_special_tokens([t for t in SPECIAL_TOKENS if t in self.token_to_id_map])
+        self._rust = rust
+        self.pad_id = self.token_to_id_map["[PAD]"]
+        self.unk_id = self.token_to_id_map["[UNK]"]
+        self.cls_id = self.token_to_id_map["[CLS]"]
+        self.sep_id = self.token_to_id_map["[SEP]"]
+        self.mask_id = self.token_to_id_map.get("[MASK]")
+        self.special_ids = {self.token_to_id_map[t] for t in SPECIAL_TOKENS if t in self.token_to_id_map}
+
+    # ---------------------------------------------------------------- basics
+    @property
+    def vocab_size(self):
+        return len(self.vocab)
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def token_to_id(self, token):
+        return self.token_to_id_map.get(token, self.unk_id)
+
+    def id_to_token(self, i):
+        return self.vocab[int(i)]
+
+    def tokenize(self, text):
+        """Word pieces of one text, without [CLS]/[SEP]."""
+        return self._rust.encode(_check_text(text), add_special_tokens=False).tokens
+
+    def piece_ids(self, texts):
+        """Word-piece ids (no [CLS]/[SEP]) for a list of texts, encoded in parallel."""
+        texts = [_check_text(t, i) for i, t in enumerate(texts)]
+        return [e.ids for e in self._rust.encode_batch(texts, add_special_tokens=False)]
+
+    # ---------------------------------------------------------------- encoding
+    def encode(self, first, second=None, maxlen=None):
+        """``[CLS] first [SEP] (second [SEP])`` -> (token_ids, segment_ids) lists.
+
+        Over ``maxlen`` tokens, one piece at a time is removed from the currently longer part (counted with
+        its [CLS]/[SEP]; the first part on ties) just before its [SEP], as bert4keras does.
+        """
+        a = self.piece_ids([first])[0]
+        b = None if second is None else self.piece_ids([second])[0]
+        return self._assemble(a, b, maxlen)
+
+    def _assemble(self, a, b, maxlen):
+        first = [self.cls_id, *a, self.sep_id]
+        second = None if b is None else [*b, self.sep_id]
+        if maxlen is not None:
+            min_len = 2 if second is None else 3
+            if maxlen < min_len:
+                raise ValueError(f"maxlen={maxlen} leaves no room for [CLS]/[SEP] (need >= {min_len})")
+            _truncate(maxlen, first, second)
+        if second is None:
+            return first, [0] * len(first)
+        return first + second, [0] * len(first) + [1] * len(second)
+
+    def __call__(self, texts, second=None, maxlen=512, pad_to=None):
+        """Encode a batch into padded int32 arrays ``token_ids``, ``segment_ids``, ``padding_mask``.
+
+        ``maxlen`` truncates each row (bert4keras rule); rows are padded to the longest row, or to
+        ``pad_to`` (a fixed length, e.g. for XLA) when given.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if second is not None:
+            if isinstance(second, str):
+                second = [second]
+            second = list(second)
+            if len(second) != len(texts):
+                raise ValueError(f"got {len(texts)} first texts but {len(second)} second texts")
+        firsts = self.piece_ids(texts)
+        seconds = self.piece_ids(second) if second is not None else [None] * len(texts)
+        rows = [self._assemble(a, b, maxlen) for a, b in zip(firsts, seconds)]
+        return self.pad(rows, pad_to=pad_to)
+
+    def pad(self, rows, pad_to=None):
+        """(token_ids, segment_ids) rows -> dict of padded int32 arrays."""
+        length = max((len(r[0]) for r in rows), default=0)
+        if pad_to is not None:
+            if pad_to < length:
+                raise ValueError(f"pad_to={pad_to} is shorter than the longest row ({length} tokens)")
+            length = pad_to
+        token_ids = np.full((len(rows), length), self.pad_id, dtype="int32")
+        segment_ids = np.zeros((len(rows), length), dtype="int32")
+        padding_mask = np.zeros((len(rows), length), dtype="int32")
+        for i, (ids, segs) in enumerate(rows):
+            n = len(ids)
+            token_ids[i, :n] = ids
+            segment_ids[i, :n] = segs
+            padding_mask[i, :n] = 1
+        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+    # ---------------------------------------------------------------- decoding
+    def decode(self, ids):
+        """Ids -> readable text: specials dropped, CJK joined without spaces, ``##`` pieces glued (bert4keras)."""
+        tokens = [self.vocab[int(i)] for i in ids if int(i) not in self.special_ids]
+        text = ""
+        for i, token in enumerate(tokens):
+            if token.startswith("##"):
+                text += token[2:]
+            elif len(token) == 1 and is_cjk(token):
+                text += token
+            elif len(token) == 1 and is_punctuation(token):
+                text += token + " "
+            elif i > 0 and text and is_cjk(text[-1]):
+                text += token
+            else:
+                text += " " + token
+        text = re.sub(" +", " ", text)
+        text = re.sub("' (re|m|s|t|ve|d|ll) ", "'\\1 ", text)
+        punct = "＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､\u3000、〃〈〉《》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏﹑﹔·！？｡。+-/={(<["
+        text = re.sub("(%s) " % "|".join(re.escape(p) for p in punct), "\\1", text)
+        text = re.sub(r"(\d\.) (\d)", "\\1\\2", text)
+        return text.strip()
+
+    # ---------------------------------------------------------------- saving
+    def save(self, directory):
+        """Write ``vocab.txt`` and ``tokenizer_config.json`` (transformers-compatible) into ``directory``."""
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as f:
+            f.write("\n".join(self.vocab) + "\n")
+        config = {"do_lower_case": self.do_lower_case, "tokenizer_class": "BertTokenizer",
+                  "max_input_chars_per_word": self.max_input_chars_per_word}
+        with open(os.path.join(directory, TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=1)
+
+
+def _check_text(text, index=None):
+    if not isinstance(text, str):
+        where = "" if index is None else f" (item {index})"
+        raise TypeError(f"expected a str{where}, got {type(text).__name__}: {text!r:.60}")
+    return text
+
+
+def _truncate(maxlen, first, second):
+    """Pop from the longer part (the first on ties) at index -2, just before its [SEP], until it fits."""
+    parts = [(first, 2)] + ([(second, 1)] if second is not None else [])  # (piece list, its special tokens)
+    while sum(len(p) for p, _ in parts) > maxlen:
+        longest = max((p for p, floor in parts if len(p) > floor), key=len)
+        longest.pop(-2)
+
+
+def load_tokenizer(path, simplified=False, startswith=SPECIAL_TOKENS):
+    """Tokenizer from a vocab.txt, a checkpoint folder (Google/transformers) or a zoo preset.
+
+    ``do_lower_case`` comes from ``tokenizer_config.json`` when the folder has one (default True, as for
+    every Chinese BERT). ``simplified=True`` slims the vocabulary like bert4keras; the result's
+    ``keep_tokens`` must then be passed to ``zoo.load_backbone``.
+    """
+    from .presets import resolve
+
+    path = resolve(path)
+    do_lower_case = True
+    if os.path.isdir(path):
+        vocab_path = os.path.join(path, VOCAB_FILE)
+        if not os.path.exists(vocab_path):
+            raise FileNotFoundError(f"{path}: no {VOCAB_FILE} in this folder")
+        config_path = os.path.join(path, TOKENIZER_CONFIG)
+        if os.path.exists(config_path):
+            with open(config_path, encoding="utf-8") as f:
+                do_lower_case = json.load(f).get("do_lower_case", True)
+    else:
+        vocab_path = path
+    tokens = read_vocab(vocab_path)
+    keep_tokens = None
+    if simplified:
+        tokens, keep_tokens = simplify_vocab(tokens, startswith)
+    return Tokenizer(tokens, do_lower_case=do_lower_case, keep_tokens=keep_tokens)
