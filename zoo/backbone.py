@@ -153,6 +153,12 @@ class BertBackbone(keras.Model):
             inputs = {**inputs, "attention_mask": None}
         return super().__call__(inputs, *args, **kwargs)
 
+    def compute_output_spec(self, inputs, *args, **kwargs):
+        # Symbolic calls without a mask: shapes do not depend on it.
+        if isinstance(inputs, dict) and inputs.get("attention_mask") is None:
+            inputs = {**inputs, "attention_mask": keras.KerasTensor((None, None, None), dtype="int32")}
+        return super().compute_output_spec(inputs, *args, **kwargs)
+
     @property
     def transformer_layers(self):
         return [self.get_layer(f"transformer_layer_{i}") for i in range(self.num_layers)]

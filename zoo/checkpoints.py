@@ -330,12 +330,26 @@ class LoadReport:
     def summary(self):
         lines = [f"loaded {len(self.loaded)} variables from {self.source}"]
         if self.missing:
-            lines.append(f"not in the checkpoint, left randomly initialised: {self.missing}")
+            lines.append(f"not in the checkpoint, left randomly initialised: {_group(self.missing)}")
         if self.unused:
-            lines.append(f"in the checkpoint but not used by this model: {self.unused}")
+            lines.append(f"in the checkpoint but not used by this model: {_group(self.unused)}")
         if self.optimizer_state:
             lines.append(f"ignored {self.optimizer_state} optimizer-state variables")
         return "; ".join(lines)
+
+
+HEADS = {"cls/predictions/": "MLM head", "cls/seq_relationship/": "NSP head", "bert/pooler/": "pooler"}
+
+
+def _group(names):
+    """Names grouped by head: 'MLM head (5 variables), NSP head (2 variables), other/name'."""
+    parts, rest = [], []
+    for prefix, head in HEADS.items():
+        n = sum(name.startswith(prefix) for name in names)
+        if n:
+            parts.append(f"{head} ({n} variable{'s' * (n > 1)})")
+    rest = [name for name in names if not name.startswith(tuple(HEADS))]
+    return ", ".join(parts + rest)
 
 
 def assign_weights(backbone, source, keep_tokens=None):

@@ -1,0 +1,114 @@
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from conftest import synthetic_vocab
+from zoo.pooling import Pooling
+
+
+@pytest.fixture(scope="module")
+def tiny_encoders():
+    keras.utils.set_random_seed(0)
+    tok = zoo.Tokenizer(synthetic_vocab())
+    out = {}
+    for pooling in ("cls", "mean", "first-last-avg", "pooler"):
+        bb = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=128, dropout=0.0,
+                              output_hidden_states=pooling == "first-last-avg")
+        out[pooling] = zoo.SentenceEncoder(bb, tok, pooling=pooling, maxlen=32)
+    return out
+
+
+TEXTS = ["今天天气很好", "我们在中国", "hello world", "", "好", "他说：你是谁？我不知道。"]
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean", "first-last-avg", "pooler"])
+def test_padding_does_not_change_embeddings(tiny_encoders, pooling):
+    enc = tiny_encoders[pooling]
+    alone = enc.encode(["好人"])
+    with_long = enc.encode(["好人", "我们在中国说的话" * 3])[0]
+    np.testing.assert_allclose(alone[0], with_long, atol=1e-5)
+
+
+def test_mean_pooling_excludes_padding():
+    x = np.random.default_rng(0).normal(size=(1, 4, 3)).astype("float32")
+    mask = np.array([[1, 1, 0, 0]], "int32")
+    y = x.copy()
+    y[:, 2:] = 1000.0  # garbage at padded positions
+    pool = Pooling("mean")
+    a = keras.ops.convert_to_numpy(pool({"sequence_output": x}, mask))
+    b = keras.ops.convert_to_numpy(pool({"sequence_output": y}, mask))
+    np.testing.assert_allclose(a, x[:, :2].mean(1), atol=1e-6)
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_encode_keeps_input_order_and_normalises(tiny_encoders):
+    enc = tiny_encoders["mean"]
+    batch = enc.encode(TEXTS, batch_size=2)
+    one_by_one = np.stack([enc.encode(t) for t in TEXTS])
+    np.testing.assert_allclose(batch, one_by_one, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    raw = enc.encode(TEXTS, normalize_embeddings=False)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+    assert enc.encode([]).shape == (0, 32)
+
+
+def test_empty_and_overlong_texts(tiny_encoders):
+    enc = tiny_encoders["cls"]
+    long_text = "我们在中国" * 400  # 2000 characters, truncated to maxlen=32 tokens
+    e = enc.encode(["", long_text, long_text[:30]])
+    assert np.all(np.isfinite(e))
+    np.testing.assert_allclose(e[1], e[2], atol=1e-5)  # only the first 30 pieces count
+    with pytest.raises(TypeError, match="item 1"):
+        enc.encode(["好", None])
+
+
+def test_similarity(tiny_encoders):
+    enc = tiny_encoders["mean"]
+    a, b = ["今天天气很好", "你好"], ["我们在中国", "今天天气很好", "好"]
+    sim = enc.similarity(a, b)
+    ea, eb = enc.encode(a), enc.encode(b)
+    np.testing.assert_allclose(sim, ea @ eb.T, atol=1e-5)
+    assert sim[0, 1] == pytest.approx(1.0, abs=1e-5)
+    np.testing.assert_allclose(enc.similarity_pairwise(a, b[:2]), np.sum(ea * eb[:2], 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "first-last-avg"])
+def test_save_load_round_trips(tiny_encoders, tmp_path, pooling):
+    enc = tiny_encoders[pooling]
+    expected = enc.encode(TEXTS)
+    enc.save(tmp_path / "preset")
+    loaded = zoo.SentenceEncoder.load(tmp_path / "preset")
+    assert loaded.pooling == pooling and loaded.tokenizer.vocab == enc.tokenizer.vocab
+    np.testing.assert_allclose(loaded.encode(TEXTS), expected, atol=1e-6)
+    enc.save(str(tmp_path / "enc.keras"))
+    from_keras = keras.saving.load_model(str(tmp_path / "enc.keras"))
+    assert isinstance(from_keras, zoo.SentenceEncoder) and from_keras.tokenizer is not None
+    np.testing.assert_allclose(from_keras.encode(TEXTS), expected, atol=1e-6)
+    # the backbone of a trained encoder preset loads on its own
+    bb = zoo.load_backbone(tmp_path / "preset")
+    assert bb.num_layers == 2
+
+
+def test_from_checkpoint_and_use_as_layer(tiny_encoders, tmp_path):
+    src = tiny_encoders["cls"]
+    zoo.save_preset(src.backbone, src.tokenizer, tmp_path / "bb")
+    enc = zoo.SentenceEncoder.from_checkpoint(tmp_path / "bb", pooling="cls", maxlen=32)
+    np.testing.assert_allclose(enc.encode(TEXTS), src.encode(TEXTS), atol=1e-6)
+    # inside a user's functional model, with a head on top, trainable
+    inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
+    logits = keras.layers.Dense(2)(enc(inputs))
+    model = keras.Model(inputs, logits)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = enc.tokenizer(["好", "你好"], maxlen=8)
+    before = enc.get_weights()[0].copy()
+    model.fit(x, np.array([0, 1]), epochs=1, verbose=0)
+    assert not np.allclose(before, enc.get_weights()[0])
+
+
+def test_first_last_avg_needs_hidden_states(tiny_encoders):
+    bb = tiny_encoders["cls"].backbone
+    with pytest.raises(ValueError, match="output_hidden_states"):
+        zoo.SentenceEncoder(bb, pooling="first-last-avg")
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        zoo.SentenceEncoder(bb, pooling="max")

@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+from keras import ops
+
+from zoo.losses import cosent_loss, cosine_mse_loss, in_batch_softmax_loss, pair_cosine, triplet_loss
+
+
+def np_cosent(labels, scores, scale=20.0):
+    total = 0.0
+    for k in range(len(labels)):
+        for l in range(len(labels)):
+            if labels[k] < labels[l]:
+                total += np.exp(scale * (scores[k] - scores[l]))
+    return np.log1p(total)
+
+
+def as_np(x):
+    return float(ops.convert_to_numpy(x))
+
+
+@pytest.mark.parametrize("labels", [[1, 0, 1, 0, 0], [0, 3, 5, 2, 2], [0.0, 0.4, 1.0, 0.8, 0.4]])
+def test_cosent_matches_numpy(labels):
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(-1, 1, len(labels)).astype("float32")
+    assert as_np(cosent_loss(np.array(labels, "float32"), scores)) == pytest.approx(
+        np_cosent(labels, scores), rel=1e-5)
+
+
+def test_cosent_hand_value_and_edge_cases():
+    # one ordered pair (neg 0.5 vs pos 0.25): log(1 + exp(20 * 0.25)) = log(1 + e^5)
+    assert as_np(cosent_loss(np.array([0.0, 1.0]), np.array([0.5, 0.25]))) == pytest.approx(np.log1p(np.exp(5)), 1e-6)
+    assert as_np(cosent_loss(np.array([1.0, 1.0, 1.0]), np.array([0.1, -0.3, 0.9]))) == 0.0  # no ordered pair
+    # huge margins stay finite (logsumexp)
+    assert np.isfinite(as_np(cosent_loss(np.array([0.0, 1.0]), np.array([1.0, -1.0]), scale=1000.0)))
+
+
+def test_pair_cosine_interleaved():
+    e = np.array([[1, 0], [1, 0], [1, 0], [0, 2], [3, 4], [-3, -4]], "float32")
+    np.testing.assert_allclose(ops.convert_to_numpy(pair_cosine(e)), [1, 0, -1], atol=1e-6)
+
+
+def test_in_batch_softmax_matches_numpy():
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=(6, 8)).astype("float32")
+    partner = np.arange(6) ^ 1
+    z = e / np.linalg.norm(e, axis=1, keepdims=True)
+    s = 30 * z @ z.T
+    np.fill_diagonal(s, -1e12)
+    logp = s - np.log(np.exp(s - s.max(1, keepdims=True)).sum(1, keepdims=True)) - s.max(1, keepdims=True)
+    expected = -logp[np.arange(6), partner].mean()
+    assert as_np(in_batch_softmax_loss(e, partner, 30.0)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_cosine_mse_and_triplet():
+    assert as_np(cosine_mse_loss(np.array([1.0, 0.0]), np.array([0.5, 0.5]))) == pytest.approx(0.25)
+    a = np.array([[0.0, 0.0]], "float32")
+    p = np.array([[3.0, 4.0]], "float32")  # distance 5
+    n = np.array([[0.0, 1.0]], "float32")  # distance 1
+    assert as_np(triplet_loss(a, p, n, margin=1.0)) == pytest.approx(5.0)
+    assert as_np(triplet_loss(a, n, p, margin=1.0)) == pytest.approx(0.0)

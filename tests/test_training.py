@@ -1,0 +1,107 @@
+"""End-to-end bi-encoder training on a tiny synthetic task: learning, results files, kill-and-resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from conftest import CJK_CHARS
+from zoo.training import TrainConfig, train_bi_encoder
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write_synthetic_task(folder, seed=0, sizes=(480, 200, 200)):
+    """Sentences of 6 characters from one of 4 disjoint character groups; a pair is similar (1) when both
+    come from the same group. A random model scores this near chance; training must learn the groups."""
+    chars = list(dict.fromkeys(CJK_CHARS))[:160]
+    groups = [chars[i::4] for i in range(4)]
+    rng = np.random.default_rng(seed)
+    os.makedirs(folder, exist_ok=True)
+    for split, n in zip(("train", "valid", "test"), sizes):
+        with open(os.path.join(folder, f"LCQMC.{split}.data"), "w", encoding="utf-8") as f:
+            for i in range(n):
+                label = i % 2
+                g1 = int(rng.integers(4))
+                g2 = g1 if label else int((g1 + rng.integers(1, 4)) % 4)
+                a = "".join(rng.choice(groups[g1], 6))
+                b = "".join(rng.choice(groups[g2], 6))
+                f.write(f"{a}\t{b}\t{label}\n")
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    write_synthetic_task(str(root / "data"))
+    chars = list(dict.fromkeys(CJK_CHARS))[:160]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
+    keras.utils.set_random_seed(1)
+    bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=0.0)
+    zoo.save_preset(bb, zoo.Tokenizer(vocab), root / "preset")
+    return root
+
+
+def config(root, output, **kw):
+    base = dict(task="LCQMC", objective="cosent", checkpoint=str(root / "preset"), data_dir=str(root / "data"),
+                epochs=2, batch_size=16, maxlen=16, lr=2e-3, output=str(output), progress=False,
+                jit_compile=False, eval_batch_size=64)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path):
+    results = train_bi_encoder(config(tiny_setup, tmp_path / "run"))
+    start, *trained = [e["valid_spearman"] for e in results["epochs"]]
+    assert results["epochs"][0]["epoch"] == 0
+    assert max(trained) > start + 20, results["epochs"]
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    for key in ("command", "versions", "data_files", "epochs", "valid_spearman", "test_spearman", "seconds"):
+        assert key in saved
+    assert len(saved["data_files"]["train"]["sha256"]) == 64
+    assert "| LCQMC | cosent |" in (tmp_path / "run" / "results.md").read_text()
+    best = zoo.SentenceEncoder.load(tmp_path / "run" / "model")
+    assert best.tokenizer is not None and best.maxlen == 16
+
+
+def test_sbert_objective_trains(tiny_setup, tmp_path):
+    results = train_bi_encoder(config(tiny_setup, tmp_path / "sbert", objective="sbert", epochs=1))
+    assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10
+
+
+def test_resume_continues_exactly(tiny_setup, tmp_path):
+    """2 epochs in one go == 1 epoch, stop, rerun with epochs=2 on the same output (dropout 0)."""
+    straight = train_bi_encoder(config(tiny_setup, tmp_path / "straight"))
+    train_bi_encoder(config(tiny_setup, tmp_path / "resumed", epochs=1))
+    resumed = train_bi_encoder(config(tiny_setup, tmp_path / "resumed", epochs=2))
+    assert [e["epoch"] for e in resumed["epochs"]] == [0, 1, 2]
+    np.testing.assert_allclose([e["valid_spearman"] for e in resumed["epochs"]],
+                               [e["valid_spearman"] for e in straight["epochs"]], atol=1e-3)
+
+
+def test_killed_run_resumes_from_checkpoint(tiny_setup, tmp_path):
+    out = tmp_path / "killed"
+    cmd = [sys.executable, os.path.join(REPO, "tasks", "train_bi_encoder.py"), "--task", "LCQMC",
+           "--checkpoint", str(tiny_setup / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "3",
+           "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--output", str(out), "--save-every", "5",
+           "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = out / "checkpoint" / "state.json"
+    deadline = time.time() + 240
+    while not state.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert state.exists(), "no checkpoint was written"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = json.loads(state.read_text())
+    assert (saved["epoch"], saved["step"]) != (3, 0), "the run finished before it could be killed"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resuming from {out / 'checkpoint'}" in done.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert [e["epoch"] for e in results["epochs"]] == [0, 1, 2, 3]

@@ -1,0 +1,159 @@
+"""Sentence-pair datasets: the senteval_cn layout and the original LCQMC tsv, plain or gzip.
+
+One line is ``text_a<TAB>text_b<TAB>label``. A header line (``text_a  text_b  label`` or ``sentence1 ...``)
+is skipped. **Quoting**: some senteval_cn files (ATEC, BQ, PAWSX) were written with CSV-style quoting: a field
+containing ``"`` is wrapped in ``"..."`` with inner quotes doubled. zoo undoes that quoting (like Python's
+``csv`` module), so ``"免费领取""饿了么""红包"`` reads as ``免费领取"饿了么"红包``, the original text. A field
+is unquoted only when it starts and ends with ``"`` and every inner ``"`` is doubled; anything else is kept as is.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
+SPLITS = ("train", "valid", "test")
+HEADER_FIRST_FIELDS = {"text_a", "sentence1", "s1", "text1", "query1"}
+
+
+class DataError(ValueError):
+    """A bad data file; the message names the file and line."""
+
+
+@dataclass
+class PairDataset:
+    """Text pairs with numeric labels, plus what reading them found."""
+
+    texts_a: list
+    texts_b: list
+    labels: np.ndarray
+    path: str = ""
+    bad_lines: int = 0
+    duplicates: int = 0
+    bad_line_numbers: list = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def head(self, n):
+        """The first ``n`` pairs (for --limit-train)."""
+        if n is None or n >= len(self):
+            return self
+        return PairDataset(self.texts_a[:n], self.texts_b[:n], self.labels[:n], self.path)
+
+    @property
+    def texts(self):
+        """Every distinct text, in order of first appearance."""
+        return list(dict.fromkeys(self.texts_a + self.texts_b))
+
+    def summary(self):
+        return (f"{os.path.basename(self.path)}: {len(self)} pairs, {self.duplicates} duplicate rows, "
+                f"{self.bad_lines} bad lines skipped")
+
+
+def unquote_csv_field(text):
+    """Undo CSV quoting of one field (see the module docstring)."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        inner = text[1:-1]
+        if inner.replace('""', "").count('"') == 0:
+            return inner.replace('""', '"')
+    return text
+
+
+def _open_text(path):
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    return raw
+
+
+def read_pairs(path, skip_bad_lines=False):
+    """Read a pair file (``.data``/``.tsv``/``.txt``, optionally ``.gz``) into a PairDataset.
+
+    A bad line (not 3 TAB-separated fields, label not a number, invalid UTF-8) raises DataError naming the
+    file and line, unless ``skip_bad_lines=True``: then it is skipped and counted (``bad_lines``).
+    Exact duplicate rows are kept and counted (``duplicates``).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: data file not found")
+    texts_a, texts_b, labels, bad = [], [], [], []
+    seen, duplicates = set(), 0
+    with _open_text(path) as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                problem = f"invalid UTF-8 ({e.reason} at byte {e.start})"
+            else:
+                line = line.rstrip("\r\n")
+                if number == 1:
+                    line = line.lstrip("\ufeff")
+                if not line.strip():
+                    continue
+                fields = line.split("\t")
+                if number == 1 and fields[0].strip().lower() in HEADER_FIRST_FIELDS:
+                    continue
+                if len(fields) != 3:
+                    problem = f"expected 3 TAB-separated fields, found {len(fields)}"
+                else:
+                    try:
+                        label = float(fields[2])
+                        problem = None if np.isfinite(label) else f"label {fields[2]!r} is not finite"
+                    except ValueError:
+                        problem = f"label {fields[2]!r} is not a number"
+            if problem is not None:
+                if not skip_bad_lines:
+                    raise DataError(f"{path}, line {number}: {problem}")
+                bad.append(number)
+                continue
+            row = (unquote_csv_field(fields[0]), unquote_csv_field(fields[1]), label)
+            if row in seen:
+                duplicates += 1
+            seen.add(row)
+            texts_a.append(row[0])
+            texts_b.append(row[1])
+            labels.append(label)
+    return PairDataset(texts_a, texts_b, np.asarray(labels, dtype="float32"), path,
+                       bad_lines=len(bad), duplicates=duplicates, bad_line_numbers=bad)
+
+
+def task_file(task, split, data_dir):
+    """Path of ``{TASK}.{split}.data`` under ``data_dir`` (senteval_cn layout, flat, or zoo's data/)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {TASKS}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; known: {SPLITS}")
+    names = [f"{task}.{split}.data"]
+    if task == "ATEC" and split == "train":
+        names.append("ATEC.train-substitute.data")  # the clean stand-in when upstream train is absent
+    tried = []
+    for name in names:
+        for folder in (os.path.join(data_dir, task, "senteval_cn"), os.path.join(data_dir, task), data_dir):
+            for candidate in (os.path.join(folder, name), os.path.join(folder, name + ".gz")):
+                tried.append(candidate)
+                if os.path.exists(candidate):
+                    return candidate
+    raise FileNotFoundError(f"no {task} {split} file under {data_dir} (tried {tried[:3]} ...)")
+
+
+def default_data_dir():
+    """zoo's embedded data/ folder (LCQMC only), or ``$ZOO_DATA_DIR``."""
+    from .presets import DATA_DIR
+
+    return DATA_DIR
+
+
+def load_task(task, split, data_dir=None, skip_bad_lines=False):
+    return read_pairs(task_file(task, split, data_dir or default_data_dir()), skip_bad_lines=skip_bad_lines)
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,210 @@
+"""Bi-encoders (representation-based matching): SentenceEncoder, and the heads used to train it."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+from keras import ops
+
+from ..losses import pair_cosine
+from ..pooling import Pooling
+from ..utils import batch_length, progress
+
+
+def backbone_inputs():
+    return {
+        "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+        "segment_ids": keras.Input((None,), dtype="int32", name="segment_ids"),
+        "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
+    }
+
+
+class TokenizerAssetsMixin:
+    """Keeps the (Python) tokenizer with the model: saved into ``.keras`` files as assets."""
+
+    def save_assets(self, dir_path):
+        if getattr(self, "tokenizer", None) is not None:
+            self.tokenizer.save(dir_path)
+
+    def load_assets(self, dir_path):
+        from ..tokenizer import VOCAB_FILE, load_tokenizer
+
+        if os.path.exists(os.path.join(dir_path, VOCAB_FILE)):
+            self.tokenizer = load_tokenizer(dir_path)
+
+    def save(self, path, **kwargs):
+        """``path`` ending in ``.keras``: a Keras file (tokenizer inside); otherwise a zoo preset folder."""
+        if str(path).endswith(".keras"):
+            return super().save(path, **kwargs)
+        from ..presets import save_preset
+
+        return save_preset(self, self.tokenizer, path, **kwargs)
+
+    @classmethod
+    def load(cls, path):
+        """Load from a preset folder (or name) or a ``.keras`` file."""
+        from ..presets import load_model, resolve
+        from ..tokenizer import load_tokenizer
+
+        model = load_model(path)
+        if not isinstance(model, cls):
+            raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
+        if not str(path).endswith(".keras"):
+            model.tokenizer = load_tokenizer(resolve(path))
+        return model
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
+    """Text -> one vector, for cosine similarity and retrieval.
+
+    >>> enc = zoo.SentenceEncoder.from_checkpoint("chinese_L-12_H-768_A-12", pooling="cls")
+    >>> enc.encode(["今天天气不错", "今天天气很好"])        # [2, 768], L2-normalised
+    >>> enc.similarity(["你好"], ["您好", "再见"])         # [1, 2] cosine matrix
+
+    As a Keras model it maps the tokenizer's dict (``token_ids``, ``segment_ids``, ``padding_mask``) to
+    un-normalised [B, H] vectors, so it can be a layer of a larger model and be fine-tuned.
+    """
+
+    def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, **kwargs):
+        if pooling == "first-last-avg" and not backbone.output_hidden_states:
+            raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
+                             "(SentenceEncoder.from_checkpoint does this)")
+        inputs = backbone_inputs()
+        outputs = backbone(inputs)
+        embedding = Pooling(pooling, name="pooling")(outputs, inputs["padding_mask"])
+        super().__init__(inputs=inputs, outputs=embedding, **kwargs)
+        if pooling != "pooler":  # the pooler does not reach the output: freeze it (no gradient warnings)
+            backbone.get_layer("pooler_dense").trainable = False
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.maxlen = maxlen
+
+    @classmethod
+    def from_checkpoint(cls, path, pooling="cls", maxlen=64, **backbone_kwargs):
+        """Build from anything ``zoo.load_backbone`` reads; the tokenizer comes from the same path."""
+        from ..checkpoints import load_backbone
+        from ..tokenizer import load_tokenizer
+
+        backbone = load_backbone(path, output_hidden_states=pooling == "first-last-avg", **backbone_kwargs)
+        return cls(backbone, load_tokenizer(path), pooling=pooling, maxlen=maxlen)
+
+    @property
+    def dim(self):
+        return self.backbone.hidden_dim
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "pooling": self.pooling, "maxlen": self.maxlen,
+                "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+    # ------------------------------------------------------------------ inference
+    def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None):
+        """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
+
+        Texts are batched by length (longest first) and padded to a multiple of 8 tokens, so few shapes are
+        compiled. Texts longer than ``maxlen`` tokens (default ``self.maxlen``) are truncated; "" encodes
+        as ``[CLS] [SEP]``.
+        """
+        if self.tokenizer is None:
+            raise ValueError("this SentenceEncoder has no tokenizer; pass tokenizer= or load it from a preset")
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        maxlen = maxlen or self.maxlen
+        out = np.zeros((len(texts), self.dim), dtype="float32")
+        if texts:
+            pieces = self.tokenizer.piece_ids(texts)
+            lengths = np.array([min(len(p) + 2, maxlen) for p in pieces])
+            order = np.argsort(-lengths, kind="stable")
+            starts = range(0, len(texts), batch_size)
+            if show_progress_bar is None:
+                show_progress_bar = len(starts) > 20
+            for start in progress(starts, "encode", show_progress_bar, unit_scale=batch_size, unit="sent"):
+                index = order[start:start + batch_size]
+                rows = [self.tokenizer._assemble(pieces[i], None, maxlen) for i in index]
+                batch = self.tokenizer.pad(rows, pad_to=batch_length(rows, maxlen))
+                out[index] = ops.convert_to_numpy(self._predict_batch(batch))
+        if normalize_embeddings:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out[0] if single else out
+
+    def _predict_batch(self, batch):
+        if not self.compiled and not getattr(self, "_jit_chosen", False):
+            # XLA without compile(): compiling would attach an optimizer that then gets saved with the weights.
+            self.jit_compile = keras.backend.backend() != "torch"
+            self._jit_chosen = True
+        return self.predict_on_batch(batch)
+
+    def similarity(self, a, b, batch_size=64):
+        """Cosine matrix [len(a), len(b)] between two lists of texts (or of embeddings)."""
+        ea = self._as_embeddings(a, batch_size)
+        eb = self._as_embeddings(b, batch_size)
+        return ea @ eb.T
+
+    def similarity_pairwise(self, a, b, batch_size=64):
+        """Cosine of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once."""
+        if len(a) != len(b):
+            raise ValueError(f"similarity_pairwise: {len(a)} texts vs {len(b)} texts")
+        unique = list(dict.fromkeys(list(a) + list(b)))
+        index = {t: i for i, t in enumerate(unique)}
+        emb = self.encode(unique, batch_size=batch_size)
+        return np.sum(emb[[index[t] for t in a]] * emb[[index[t] for t in b]], axis=1)
+
+    def _as_embeddings(self, x, batch_size):
+        if isinstance(x, np.ndarray) and x.dtype != object:
+            x = np.atleast_2d(x).astype("float32")
+            return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size))
+
+
+# ---------------------------------------------------------------------------------- training heads
+@keras.saving.register_keras_serializable(package="zoo")
+class PairCosine(keras.layers.Layer):
+    """[2B, d] embeddings of interleaved pairs (a1, b1, a2, b2, ...) -> [B] cosines."""
+
+    def call(self, embeddings):
+        return pair_cosine(embeddings)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class SBERTClassifier(keras.layers.Layer):
+    """Sentence-BERT softmax head: Dense(num_classes) on [u; v; |u - v|] of interleaved pairs."""
+
+    def __init__(self, num_classes=2, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.dense = keras.layers.Dense(num_classes, name="dense")
+
+    def build(self, input_shape):
+        self.dense.build((None, 3 * input_shape[-1]))
+
+    def call(self, embeddings):
+        u, v = embeddings[0::2], embeddings[1::2]
+        return self.dense(ops.concatenate([u, v, ops.abs(u - v)], axis=-1))
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes}
+
+
+def build_pair_trainer(encoder, objective="cosent", num_classes=2):
+    """A Keras model over interleaved pair rows [2B, T] for training ``encoder``.
+
+    cosent / cosine_mse: outputs [B] cosines. sbert: outputs [B, num_classes] logits of the softmax head.
+    """
+    inputs = backbone_inputs()
+    embeddings = encoder(inputs)
+    if objective in ("cosent", "cosine_mse"):
+        outputs = PairCosine(name="pair_cosine")(embeddings)
+    elif objective == "sbert":
+        outputs = SBERTClassifier(num_classes, name="sbert_classifier")(embeddings)
+    else:
+        raise ValueError(f"unknown objective {objective!r}; use cosent, sbert or cosine_mse")
+    return keras.Model(inputs, outputs, name=f"{objective}_trainer")

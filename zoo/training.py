@@ -1,0 +1,320 @@
+"""Training bi-encoders on sentence pairs (CoSENT, Sentence-BERT softmax, cosine MSE), with resume.
+
+``train_bi_encoder(TrainConfig(...))`` is the whole job behind ``tasks/lcqmc_cosent.py`` and
+``tasks/train_bi_encoder.py``: read data, build a SentenceEncoder from a checkpoint, train with a
+progress bar, evaluate valid Spearman after every epoch, keep the best model (``OUTPUT/model``, a zoo preset
+written atomically), checkpoint the training state (``OUTPUT/checkpoint``) so a killed run resumes, then
+evaluate test and write ``results.json`` and ``results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+
+from .data import TASKS, load_task, sha256_of, task_file
+from .utils import batch_length, progress, versions, write_json_atomic, write_text_atomic
+
+OBJECTIVES = ("cosent", "sbert", "cosine_mse")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    task: str = "LCQMC"
+    objective: str = "cosent"
+    checkpoint: str | None = None  # None: zoo.DEFAULT_PRESET
+    data_dir: str | None = None
+    epochs: int = 1
+    batch_size: int = 32
+    maxlen: int = 64
+    lr: float = 2e-5
+    pooling: str = "cls"
+    limit_train: int | None = None
+    output: str | None = None
+    seed: int = 42
+    eval_batch_size: int = 128
+    save_every: int = 500  # training steps between mid-epoch checkpoints
+    jit_compile: bool = True
+    length_buckets: bool = True
+    progress: bool = True
+
+
+# ---------------------------------------------------------------------------------- batches
+class PairBatches:
+    """Interleaved pair rows [a1, b1, a2, b2, ...] -> (inputs [2B, T], labels [B]), shuffled per epoch.
+
+    Texts are tokenised once; each batch is padded to a multiple of 8 tokens. The order of epoch ``e`` is a
+    fixed function of (seed, e), so a resumed run sees the same batches.
+    """
+
+    def __init__(self, tokenizer, dataset, batch_size, maxlen, labels=None, length_buckets=True):
+        self.tokenizer, self.batch_size, self.maxlen = tokenizer, batch_size, maxlen
+        self.length_buckets = length_buckets
+        self.pieces_a = tokenizer.piece_ids(dataset.texts_a)
+        self.pieces_b = tokenizer.piece_ids(dataset.texts_b)
+        self.labels = dataset.labels if labels is None else labels
+        self.n = len(self.labels)
+        self.lengths = np.array([max(len(a), len(b)) for a, b in zip(self.pieces_a, self.pieces_b)])
+
+    def __len__(self):
+        return math.ceil(self.n / self.batch_size)
+
+    def epoch_batches(self, seed, epoch):
+        """The pair indices of every batch of an epoch, fixed by (seed, epoch).
+
+        With ``length_buckets``, a shuffled window of 50 batches is sorted by pair length before it is cut into
+        batches (then the batches are shuffled): far less padding, the same pairs.
+        """
+        rng = np.random.default_rng([seed, epoch])
+        order = rng.permutation(self.n)
+        if self.length_buckets:
+            window = 50 * self.batch_size
+            for start in range(0, self.n, window):
+                chunk = order[start:start + window]
+                order[start:start + window] = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+        batches = [order[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+        if self.length_buckets:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def epoch(self, seed, epoch, start_step=0):
+        batches = self.epoch_batches(seed, epoch)
+        for step in range(start_step, len(batches)):
+            index = batches[step]
+            rows = []
+            for i in index:
+                rows.append(self.tokenizer._assemble(self.pieces_a[i], None, self.maxlen))
+                rows.append(self.tokenizer._assemble(self.pieces_b[i], None, self.maxlen))
+            yield step, self.tokenizer.pad(rows, pad_to=batch_length(rows, self.maxlen)), self.labels[index]
+
+
+def objective_labels(objective, labels, task):
+    """Labels as each objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), MSE in [0, 1]."""
+    graded = labels.max() > 1
+    if objective == "cosent":
+        return labels.astype("float32")
+    if objective == "sbert":
+        return (labels > 2.5).astype("int32") if graded else labels.astype("int32")
+    return (labels / (5.0 if graded else 1.0)).astype("float32")
+
+
+def build_trainer(encoder, objective, lr, jit_compile=True):
+    import keras
+
+    from .losses import CoSENTLoss, CosineMSELoss
+    from .models.bi_encoder import build_pair_trainer
+
+    trainer = build_pair_trainer(encoder, objective)
+    loss = {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
+            "sbert": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}[objective]
+    trainer.compile(optimizer=keras.optimizers.Adam(lr), loss=loss, jit_compile=jit_compile)
+    return trainer
+
+
+# ---------------------------------------------------------------------------------- checkpoints
+def save_state(directory, trainer, state):
+    """Trainer weights + optimizer variables + progress, written to a temp folder then moved into place."""
+    from keras import ops
+
+    from .presets import replace_dir
+
+    tmp = f"{directory}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    arrays = {f"w{i}": w for i, w in enumerate(trainer.get_weights())}
+    arrays.update({f"o{i}": ops.convert_to_numpy(v) for i, v in enumerate(trainer.optimizer.variables)})
+    np.savez(os.path.join(tmp, "state.npz"), **arrays)
+    write_json_atomic(os.path.join(tmp, "state.json"), state)
+    replace_dir(tmp, directory)
+
+
+def load_state(directory, trainer):
+    """Restore what save_state wrote; returns the progress dict, or None when there is no checkpoint."""
+    import json
+
+    from .presets import resolve
+
+    try:
+        directory = resolve(directory)
+    except FileNotFoundError:
+        return None
+    with open(os.path.join(directory, "state.json"), encoding="utf-8") as f:
+        state = json.load(f)
+    with np.load(os.path.join(directory, "state.npz")) as data:
+        trainer.set_weights([data[f"w{i}"] for i in range(len(trainer.get_weights()))])
+        trainer.optimizer.build(trainer.trainable_variables)
+        for i, v in enumerate(trainer.optimizer.variables):
+            v.assign(data[f"o{i}"])
+    return state
+
+
+# ---------------------------------------------------------------------------------- the job
+def resolve_data_dir(task, data_dir):
+    """--data-dir, else zoo's embedded data/ (LCQMC), else ../shared/data next to the repository."""
+    from .data import default_data_dir
+
+    if data_dir:
+        return data_dir
+    candidates = [default_data_dir(), os.path.join(os.path.dirname(default_data_dir()), "..", "shared", "data")]
+    for candidate in candidates:
+        try:
+            task_file(task, "valid", candidate)
+            return candidate
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(f"no {task} data in {candidates}; pass --data-dir")
+
+
+def train_bi_encoder(config: TrainConfig):
+    """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json)."""
+    import keras
+
+    from .evaluation import evaluate_encoder
+    from .models.bi_encoder import SentenceEncoder
+    from .presets import DEFAULT_PRESET
+
+    if config.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {config.objective!r}")
+    t0 = time.time()
+    checkpoint = config.checkpoint or DEFAULT_PRESET
+    output = config.output or os.path.join("runs", f"{config.task}_{config.objective}_{config.pooling}")
+    os.makedirs(output, exist_ok=True)
+    data_dir = resolve_data_dir(config.task, config.data_dir)
+    data = {split: load_task(config.task, split, data_dir) for split in ("train", "valid", "test")}
+    data["train"] = data["train"].head(config.limit_train)
+    for split, d in data.items():
+        print(f"[zoo] {split}: {d.summary()}", file=sys.stderr)
+
+    keras.utils.set_random_seed(config.seed)
+    encoder = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    trainer = build_trainer(encoder, config.objective, config.lr, config.jit_compile)
+    labels = objective_labels(config.objective, data["train"].labels, config.task)
+    batches = PairBatches(encoder.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
+                          config.length_buckets)
+
+    state_dir, model_dir = os.path.join(output, "checkpoint"), os.path.join(output, "model")
+    state = load_state(state_dir, trainer)
+    if state is None:
+        state = {"epoch": 0, "step": 0, "history": [], "best": None, "train_seconds": 0.0}
+        start, _ = evaluate_encoder(encoder, data["valid"], config.eval_batch_size)
+        state["history"].append({"epoch": 0, "valid_spearman": start["spearman"], "train_loss_ema": None})
+        print(f"[zoo] before training: valid Spearman {start['spearman']:.2f}", file=sys.stderr)
+    else:
+        print(f"[zoo] resuming from {state_dir}: epoch {state['epoch'] + 1}, step {state['step']}", file=sys.stderr)
+
+    for epoch in range(state["epoch"], config.epochs):
+        t_epoch = time.time()
+        bar = progress(None, f"epoch {epoch + 1}/{config.epochs}", config.progress, total=batches.n,
+                       unit="pair", initial=min(state["step"] * config.batch_size, batches.n))
+        ema = None
+        for step, x, y in batches.epoch(config.seed, epoch, state["step"]):
+            loss = float(np.asarray(trainer.train_on_batch(x, y)).reshape(-1)[0])
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"loss became {loss} at epoch {epoch + 1}, step {step}")
+            ema = loss if ema is None else 0.98 * ema + 0.02 * loss
+            if bar is not None:
+                bar.update(len(y))
+                bar.set_postfix(loss=f"{ema:.4f}", refresh=False)
+            if (step + 1) % config.save_every == 0 and step + 1 < len(batches):
+                state.update(step=step + 1, train_seconds=state["train_seconds"] + time.time() - t_epoch)
+                t_epoch = time.time()
+                save_state(state_dir, trainer, state)
+        if bar is not None:
+            bar.close()
+        state["train_seconds"] += time.time() - t_epoch
+        valid, _ = evaluate_encoder(encoder, data["valid"], config.eval_batch_size)
+        record = {"epoch": epoch + 1, "valid_spearman": valid["spearman"], "train_loss_ema": ema}
+        state["history"].append(record)
+        print(f"[zoo] epoch {epoch + 1}: valid Spearman {valid['spearman']:.2f}", file=sys.stderr)
+        if state["best"] is None or valid["spearman"] > state["best"]["valid_spearman"]:  # epoch >= 1 only
+            state["best"] = record
+            encoder.save(model_dir, metadata={"task": config.task, "objective": config.objective,
+                                              "epoch": epoch + 1, "valid_spearman": valid["spearman"]})
+        state.update(epoch=epoch + 1, step=0)
+        save_state(state_dir, trainer, state)
+
+    best = SentenceEncoder.load(model_dir)
+    valid, _ = evaluate_encoder(best, data["valid"], config.eval_batch_size)
+    test, _ = evaluate_encoder(best, data["test"], config.eval_batch_size)
+    results = {
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
+        "versions": versions(),
+        "data_files": {split: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d),
+                               "duplicates": d.duplicates, "bad_lines": d.bad_lines} for split, d in data.items()},
+        "epochs": state["history"],
+        "best_epoch": state["best"]["epoch"],
+        "valid_spearman": valid["spearman"],
+        "test_spearman": test["spearman"],
+        "test_pearson": test["pearson"],
+        "train_seconds": state["train_seconds"],
+        "seconds": time.time() - t0,
+    }
+    write_json_atomic(os.path.join(output, "results.json"), results)
+    write_text_atomic(os.path.join(output, "results.md"), results_table(results))
+    print(results_table(results), file=sys.stderr)
+    return results
+
+
+def results_table(results):
+    c = results["config"]
+    lines = [
+        f"| task | objective | pooling | checkpoint | epochs | best epoch | valid Spearman | test Spearman |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {c['task']} | {c['objective']} | {c['pooling']} | {c['checkpoint']} | {c['epochs']} | "
+        f"{results['best_epoch']} | {results['valid_spearman']:.2f} | {results['test_spearman']:.2f} |",
+        "",
+        "| epoch | valid Spearman | train loss (EMA) |",
+        "|---|---|---|",
+    ]
+    for h in results["epochs"]:
+        loss = "" if h["train_loss_ema"] is None else f"{h['train_loss_ema']:.4f}"
+        lines.append(f"| {h['epoch']} | {h['valid_spearman']:.2f} | {loss} |")
+    lines.append(f"\ncommand: `{results['command']}`  ({results['seconds']:.0f} s)\n")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- command line
+def parse_args(argv=None, task=None, objective=None):
+    """Flags shared by the bi-encoder task scripts; ``task``/``objective`` fix those for thin wrappers."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = TrainConfig()
+    if task is None:
+        p.add_argument("--task", choices=TASKS, required=True)
+    if objective is None:
+        p.add_argument("--loss", dest="objective", choices=OBJECTIVES, default="cosent")
+    p.add_argument("--checkpoint", help="Google TF1 / transformers folder, zoo preset or .keras "
+                   "(default: the embedded zoo preset)")
+    p.add_argument("--data-dir", help="folder with {TASK}/senteval_cn/{TASK}.{split}.data (default: embedded data/, "
+                   "then ../shared/data)")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per step")
+    p.add_argument("--maxlen", type=int, default=d.maxlen)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--pooling", choices=("cls", "mean", "first-last-avg", "pooler"), default=d.pooling)
+    p.add_argument("--limit-train", type=int, help="use only the first N training pairs")
+    p.add_argument("--output", help="run folder (default runs/TASK_LOSS_POOLING); rerun to resume")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--save-every", type=int, default=d.save_every, help="steps between mid-epoch checkpoints")
+    p.add_argument("--no-length-buckets", dest="length_buckets", action="store_false",
+                   help="plain random batches (default: batches of similar-length pairs, less padding)")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    args = p.parse_args(argv)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in vars(args).items() if k in fields}
+    if task is not None:
+        values["task"] = task
+    if objective is not None:
+        values["objective"] = objective
+    return TrainConfig(**values)
+
+
+def main(argv=None, task=None, objective=None):
+    train_bi_encoder(parse_args(argv, task, objective))
