@@ -105,3 +105,27 @@ def test_killed_run_resumes_from_checkpoint(tiny_setup, tmp_path):
     assert f"resuming from {out / 'checkpoint'}" in done.stderr
     results = json.loads((out / "results.json").read_text())
     assert [e["epoch"] for e in results["epochs"]] == [0, 1, 2, 3]
+
+
+def test_spearman_evaluator_callback_keeps_best(tiny_setup):
+    """The Keras callback for users' own fit loops: logs val_spearman, restores the best epoch's weights."""
+    from zoo.data import load_task
+    from zoo.evaluation import SpearmanEvaluator, evaluate_encoder
+    from zoo.training import PairBatches, build_trainer
+
+    encoder = zoo.SentenceEncoder.from_checkpoint(str(tiny_setup / "preset"), maxlen=16)
+    train = load_task("LCQMC", "train", str(tiny_setup / "data"))
+    valid = load_task("LCQMC", "valid", str(tiny_setup / "data"))
+    trainer = build_trainer(encoder, "cosent", 2e-3, jit_compile=False)
+    batches = PairBatches(encoder.tokenizer, train, 16, 16, length_buckets=False)
+    steps = [(x, y) for _, x, y in batches.epoch(0, 0)][:4]
+
+    def forever():
+        while True:
+            yield from steps
+
+    callback = SpearmanEvaluator(encoder, valid, verbose=False)
+    history = trainer.fit(forever(), steps_per_epoch=4, epochs=3, verbose=0, callbacks=[callback])
+    assert history.history["val_spearman"] == callback.history
+    assert callback.best == max(callback.history)
+    assert evaluate_encoder(encoder, valid)[0]["spearman"] == pytest.approx(callback.best, abs=1e-3)

@@ -244,8 +244,8 @@ def read_bert_config(path):
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{path}: invalid JSON ({e})") from None
     model_type = config.get("model_type", "bert")
-    if model_type not in ("bert", "roberta"):
-        raise CheckpointError(f"{path}: model_type {model_type!r} is not a BERT layout")
+    if model_type != "bert":  # Chinese RoBERTa-wwm / MacBERT checkpoints are model_type "bert"
+        raise CheckpointError(f"{path}: model_type {model_type!r} is not supported (zoo reads BERT layouts)")
     missing = [k for k in _CONFIG_KEYS.values() if k not in config]
     if missing:
         raise CheckpointError(f"{path}: missing field(s) {missing}")

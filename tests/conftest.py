@@ -1,0 +1,291 @@
+"""Shared fixtures and helpers for the zoo test suite.
+
+* ``SHARED`` / ``require_shared``: the reference data and checkpoints live in ``../shared`` next to the
+  repository (override with ``ZOO_SHARED``). Tests that need them skip when they are absent, except under
+  ``CI=true``, where their absence fails the test.
+* ``tiny_vocab`` / ``tiny_hf``: a synthetic ~300-token vocabulary and a tiny random transformers
+  ``BertForPreTraining`` (hidden 32, 2 layers, 2 heads, FFN 64) saved with ``save_pretrained``; most tests
+  run on these and need nothing from ``shared``.
+* ``hf_google_pairs``: an independent transformers <-> Google TF1 variable-name mapping (not zoo's).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+SHARED = Path(os.environ.get("ZOO_SHARED") or Path(os.path.abspath(__file__)).parents[2] / "shared")
+BERT_VOCAB = "data/vocab/bert-base-chinese/vocab.txt"
+L4 = "models/chinese_L-4_H-256_A-4"
+L6 = "models/chinese_L-6_H-384_A-6"
+
+
+def in_ci():
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def require_shared(*relative_paths):
+    """Paths under ``SHARED``; skips the test when one is missing (fails it when ``CI=true``).
+
+    Returns one Path for one argument, else a list of Paths.
+    """
+    paths = [SHARED / p for p in relative_paths] or [SHARED]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        message = f"shared reference data not found: {missing} (shared folder {SHARED}; set ZOO_SHARED)"
+        if in_ci():
+            pytest.fail(f"CI=true and {message}", pytrace=False)
+        pytest.skip(message)
+    return paths[0] if len(paths) == 1 else paths
+
+
+def read_pairs(path):
+    """``text_a<TAB>text_b<TAB>label`` lines (senteval_cn layout) -> list of (a, b); quotes kept (bojone)."""
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            assert len(fields) == 3, f"{path}: bad line {line!r}"
+            pairs.append((fields[0], fields[1]))
+    return pairs
+
+
+# ------------------------------------------------------------------------------ synthetic vocabulary
+CJK_CHARS = ("的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可着没里后小么心多天"
+             "而能好都然日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分"
+             "将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打"
+             "便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别"
+             "處國語學體們這裡")  # the last ones are traditional
+FULLWIDTH_PUNCT = "，。！？（）：；、“”《》【】"
+
+
+def synthetic_vocab():
+    """A small BERT-style vocabulary: specials, [unused], ASCII, CJK chars, latin word pieces, and tokens that
+    bert4keras' simplified vocabulary drops (``##的``, ``中国``, ``##，``)."""
+    tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(1, 6)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens += [chr(c) for c in range(33, 127) if not chr(c).isupper()]  # ASCII punctuation, digits, a-z
+    tokens += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    tokens += list(FULLWIDTH_PUNCT) + ["ａ", "##ｂ", "##ｃ", "##１", "##２", "##３", "１", "é", "…"]
+    tokens += list(dict.fromkeys(CJK_CHARS))
+    tokens += ["hello", "world", "he", "##llo", "un", "##believ", "##able", "cafe", "bert", "##ing",
+               "##ed", "the", "and", "##er", "an", "##gs", "##tro", "keras", "zoo", "to", "##day", "##10"]
+    tokens += ["##的", "##是", "中国", "##，", "##!", "我们", "a.", "##。"]
+    assert len(tokens) == len(set(tokens)), "synthetic vocab has duplicates"
+    return tokens
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab(tmp_path_factory):
+    """(tokens, path of vocab.txt) of the synthetic vocabulary."""
+    tokens = synthetic_vocab()
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return tokens, path
+
+
+# ------------------------------------------------------------------------------ tiny transformers model
+TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                   max_position_embeddings=64, type_vocab_size=2, hidden_act="gelu")
+
+
+def randomize_(model, seed=0, scale=0.05):
+    """Perturb every parameter (biases and LayerNorm start at 0/1, which would hide mapping mistakes)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return model.eval()
+
+
+def tiny_bert_config(vocab_size, **overrides):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=vocab_size, **{**TINY_CONFIG, **overrides})
+
+
+@pytest.fixture(scope="session")
+def tiny_hf(tmp_path_factory, tiny_vocab):
+    """A random tiny ``BertForPreTraining`` saved to a folder (config.json, model.safetensors, vocab.txt).
+
+    Returns a dict: ``dir``, ``model`` (the torch model, eval mode), ``config``.
+    """
+    import torch
+    from transformers import BertForPreTraining
+
+    tokens, vocab_path = tiny_vocab
+    torch.manual_seed(0)
+    config = tiny_bert_config(len(tokens))
+    model = randomize_(BertForPreTraining(config))
+    folder = tmp_path_factory.mktemp("tiny_hf")
+    model.save_pretrained(folder)
+    (folder / "vocab.txt").write_text(vocab_path.read_text(encoding="utf-8"), encoding="utf-8")
+    return {"dir": folder, "model": model, "config": config}
+
+
+@pytest.fixture(scope="session")
+def tiny_batch(tiny_vocab):
+    """A fixed padded batch of random ids for the tiny models."""
+    return random_batch(len(tiny_vocab[0]))
+
+
+@pytest.fixture(scope="session")
+def tiny_reference(tiny_hf, tiny_batch):
+    """transformers outputs of the tiny model on ``tiny_batch``: sequence_output, pooled_output, mlm_logits."""
+    return torch_outputs(tiny_hf["model"], tiny_batch)
+
+
+def random_batch(vocab_size, lengths=(16, 12, 7, 3), seq_len=16, seed=0, first_special=(7, 8)):
+    """A padded batch of random ids: ``[CLS] ... [SEP] ... [SEP]`` with two segments and right padding."""
+    rng = np.random.default_rng(seed)
+    cls_id, sep_id = first_special
+    b = len(lengths)
+    token_ids = np.zeros((b, seq_len), "int32")
+    segment_ids = np.zeros((b, seq_len), "int32")
+    padding_mask = np.zeros((b, seq_len), "int32")
+    for i, n in enumerate(lengths):
+        token_ids[i, :n] = rng.integers(10, vocab_size, n)
+        token_ids[i, 0] = cls_id
+        token_ids[i, n - 1] = sep_id
+        split = max(1, n // 2)
+        segment_ids[i, split:n] = 1
+        padding_mask[i, :n] = 1
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def torch_outputs(model, batch):
+    """sequence_output, pooled_output and (for a model with an MLM head) mlm_logits of a transformers model."""
+    import torch
+
+    with torch.no_grad():
+        ids = torch.as_tensor(np.asarray(batch["token_ids"]), dtype=torch.long)
+        seg = torch.as_tensor(np.asarray(batch["segment_ids"]), dtype=torch.long)
+        mask = torch.as_tensor(np.asarray(batch["padding_mask"]), dtype=torch.long)
+        bert = model.bert if hasattr(model, "bert") else model
+        out = bert(input_ids=ids, token_type_ids=seg, attention_mask=mask)
+        result = {"sequence_output": out.last_hidden_state.numpy()}
+        if getattr(out, "pooler_output", None) is not None:
+            result["pooled_output"] = out.pooler_output.numpy()
+        if hasattr(model, "cls"):
+            head = model.cls.predictions if hasattr(model.cls, "predictions") else model.cls
+            result["mlm_logits"] = head(out.last_hidden_state).numpy()
+    return result
+
+
+def zoo_outputs(backbone, batch, **extra):
+    """The outputs of a zoo backbone (inference mode) as numpy arrays."""
+    from keras import ops
+
+    out = backbone({**batch, **extra}, training=False)
+    return {k: ops.convert_to_numpy(v) for k, v in out.items() if k != "hidden_states"}
+
+
+def load_quietly(path, **kwargs):
+    """zoo.load_backbone without the UserWarning about missing/unused variables (tests check load_report)."""
+    import warnings
+
+    import zoo
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return zoo.load_backbone(str(path), **kwargs)
+
+
+def max_diff(a, b, mask=None):
+    """max |a - b| over the real (padding_mask == 1) positions for [B, T, ...] outputs."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    if mask is not None and a.ndim >= 2 and a.shape[:2] == np.shape(mask):
+        keep = np.asarray(mask).astype(bool)
+        a, b = a[keep], b[keep]
+    return float(np.max(np.abs(a - b))) if a.size else 0.0
+
+
+def assert_outputs_close(got, want, mask, atol, keys=("sequence_output", "pooled_output", "mlm_logits"),
+                         label=""):
+    """Compare output dicts at the real positions; prints and returns the max-diffs."""
+    diffs = {}
+    for k in keys:
+        assert k in got and k in want, f"{label}: output {k!r} missing (got {sorted(got)}, want {sorted(want)})"
+        diffs[k] = max_diff(got[k], want[k], mask)
+    print(f"{label} max |diff|: " + ", ".join(f"{k} {v:.2e}" for k, v in diffs.items()))
+    for k, v in diffs.items():
+        assert v <= atol, f"{label}: {k} differs by {v:.3e} > {atol:g}"
+    return diffs
+
+
+# ------------------------------------------------------------------------------ independent name mapping
+def hf_google_pairs(num_layers):
+    """[(transformers state-dict name, Google TF1 variable name, transpose?)] for BertForPreTraining.
+
+    Written from the two published layouts, independently of ``zoo.checkpoints``: torch ``Linear`` weights
+    are [out, in], Google kernels [in, out]; LayerNorm weight/bias are gamma/beta.
+    """
+    pairs = [
+        ("bert.embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
+        ("bert.embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
+        ("bert.embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
+        ("bert.embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
+        ("bert.embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
+    ]
+    dense = [("attention.self.query", "attention/self/query"), ("attention.self.key", "attention/self/key"),
+             ("attention.self.value", "attention/self/value"), ("attention.output.dense", "attention/output/dense"),
+             ("intermediate.dense", "intermediate/dense"), ("output.dense", "output/dense")]
+    norms = [("attention.output.LayerNorm", "attention/output/LayerNorm"), ("output.LayerNorm", "output/LayerNorm")]
+    for i in range(num_layers):
+        h, g = f"bert.encoder.layer.{i}", f"bert/encoder/layer_{i}"
+        for hs, gs in dense:
+            pairs += [(f"{h}.{hs}.weight", f"{g}/{gs}/kernel", True), (f"{h}.{hs}.bias", f"{g}/{gs}/bias", False)]
+        for hs, gs in norms:
+            pairs += [(f"{h}.{hs}.weight", f"{g}/{gs}/gamma", False), (f"{h}.{hs}.bias", f"{g}/{gs}/beta", False)]
+    pairs += [
+        ("bert.pooler.dense.weight", "bert/pooler/dense/kernel", True),
+        ("bert.pooler.dense.bias", "bert/pooler/dense/bias", False),
+        ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
+        ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
+        ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
+        ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+        ("cls.predictions.bias", "cls/predictions/output_bias", False),
+        ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),  # [2, H] in both
+        ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
+    ]
+    return pairs
+
+
+def hf_to_google_arrays(model):
+    """Google-named float32 arrays of a transformers BertForPreTraining (independent mapping)."""
+    state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    return {g: np.ascontiguousarray(state[h].T if t else state[h]).astype("float32")
+            for h, g, t in hf_google_pairs(model.config.num_hidden_layers)}
+
+
+def write_google_checkpoint(arrays, folder, config, vocab_tokens=None):
+    """A Google TF1 BERT folder: ``bert_config.json`` + ``bert_model.ckpt.*`` (tf.compat.v1 Saver)."""
+    import json
+
+    import tensorflow as tf
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    variables = {name: tf.Variable(a, name=name.replace("/", "_")) for name, a in arrays.items()}
+    tf.compat.v1.train.Saver(var_list=variables).save(None, str(folder / "bert_model.ckpt"))
+    (folder / "bert_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    if vocab_tokens is not None:
+        (folder / "vocab.txt").write_text("\n".join(vocab_tokens) + "\n", encoding="utf-8")
+    return folder
+
+
+def google_config_of(hf_config):
+    """A Google ``bert_config.json`` dict from a transformers BertConfig."""
+    c = hf_config
+    return {"attention_probs_dropout_prob": 0.1, "hidden_act": c.hidden_act, "hidden_dropout_prob": 0.1,
+            "hidden_size": c.hidden_size, "initializer_range": 0.02, "intermediate_size": c.intermediate_size,
+            "max_position_embeddings": c.max_position_embeddings, "num_attention_heads": c.num_attention_heads,
+            "num_hidden_layers": c.num_hidden_layers, "type_vocab_size": c.type_vocab_size,
+            "vocab_size": c.vocab_size}
