@@ -8,6 +8,7 @@ embeddings. Layer names are fixed: ``zoo.checkpoints`` maps checkpoint variables
 from __future__ import annotations
 
 import keras
+import numpy as np
 from keras import ops
 from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
 
@@ -148,9 +149,10 @@ class BertBackbone(keras.Model):
         self.token_embedding = token_embedding
 
     def __call__(self, inputs, *args, **kwargs):
-        # ``attention_mask`` may be left out of the input dict.
-        if isinstance(inputs, dict) and "attention_mask" not in inputs:
-            inputs = {**inputs, "attention_mask": None}
+        if isinstance(inputs, dict):
+            # ``attention_mask`` may be left out; numpy arrays may be mixed with tensors.
+            inputs = {k: ops.convert_to_tensor(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+            inputs.setdefault("attention_mask", None)
         return super().__call__(inputs, *args, **kwargs)
 
     def compute_output_spec(self, inputs, *args, **kwargs):

@@ -157,3 +157,52 @@ def sha256_of(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_synonym_groups(path):
+    """SimBERT's JSON lines ``{"text": ..., "synonyms": [...]}`` -> list of groups (lists of >= 2 texts).
+
+    A line that is not valid JSON, lacks ``text``, or has a non-list ``synonyms`` raises DataError with the line.
+    Groups with fewer than two distinct texts are skipped (nothing to pair).
+    """
+    import json
+
+    groups = []
+    with _open_text(os.fspath(path)) as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                item = json.loads(raw.decode("utf-8"))
+                texts = [item["text"], *item.get("synonyms", [])]
+                if not isinstance(item.get("synonyms", []), list) or not all(isinstance(t, str) for t in texts):
+                    raise TypeError("'text' must be a string and 'synonyms' a list of strings")
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                raise DataError(f"{path}, line {number}: {type(e).__name__}: {e}") from None
+            texts = list(dict.fromkeys(t for t in texts if t.strip()))
+            if len(texts) >= 2:
+                groups.append(texts)
+    return groups
+
+
+def groups_from_positive_pairs(*datasets):
+    """Groups of similar sentences: connected components of the label-1 pairs (union-find over texts).
+
+    The default SimBERT training data: the positive pairs of the LCQMC and BQ train splits.
+    """
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for d in datasets:
+        for a, b, y in zip(d.texts_a, d.texts_b, d.labels):
+            if y == 1 and a != b:
+                parent[find(a)] = find(b)
+    groups = {}
+    for text in parent:
+        groups.setdefault(find(text), []).append(text)
+    return [g for g in groups.values() if len(g) >= 2]

@@ -172,6 +172,58 @@ def resolve_data_dir(task, data_dir):
     raise FileNotFoundError(f"no {task} data in {candidates}; pass --data-dir")
 
 
+def run_epochs(trainer, batches, state_dir, epochs, seed, evaluate, save_best, save_every=500,
+               show_progress=True, metric="valid_spearman", unit="pair"):
+    """The resumable training loop shared by zoo's jobs.
+
+    ``batches.epoch(seed, epoch, start_step)`` yields (step, x, y); ``len(batches)`` steps and ``batches.n``
+    examples (``unit``, one per label in y) per epoch. ``evaluate()`` returns the selection metric (higher is better; measured before training
+    as epoch 0 and after each epoch); ``save_best(epoch, value)`` writes the best model. The trainer's weights,
+    optimizer state and progress go to ``state_dir`` every ``save_every`` steps and at each epoch end, so a
+    killed run resumes where it stopped. Returns the state: ``history``, ``best``, ``train_seconds``.
+    """
+    state = load_state(state_dir, trainer)
+    if state is None:
+        state = {"epoch": 0, "step": 0, "history": [], "best": None, "train_seconds": 0.0}
+        value = evaluate()
+        state["history"].append({"epoch": 0, metric: value, "train_loss_ema": None})
+        print(f"[zoo] before training: {metric} {value:.2f}", file=sys.stderr)
+    else:
+        print(f"[zoo] resuming from {state_dir}: epoch {state['epoch'] + 1}, step {state['step']}", file=sys.stderr)
+    per_step = batches.n / max(len(batches), 1)
+    for epoch in range(state["epoch"], epochs):
+        t_epoch = time.time()
+        bar = progress(None, f"epoch {epoch + 1}/{epochs}", show_progress, total=batches.n,
+                       unit=unit, initial=min(int(state["step"] * per_step), batches.n))
+        ema = state.get("loss_ema") if state["step"] else None
+        for step, x, y in batches.epoch(seed, epoch, state["step"]):
+            loss = float(np.asarray(trainer.train_on_batch(x, y)).reshape(-1)[0])
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"loss became {loss} at epoch {epoch + 1}, step {step}")
+            ema = loss if ema is None else 0.98 * ema + 0.02 * loss
+            if bar is not None:
+                bar.update(len(y))
+                bar.set_postfix(loss=f"{ema:.4f}", refresh=False)
+            if (step + 1) % save_every == 0 and step + 1 < len(batches):
+                state.update(step=step + 1, loss_ema=ema,
+                             train_seconds=state["train_seconds"] + time.time() - t_epoch)
+                t_epoch = time.time()
+                save_state(state_dir, trainer, state)
+        if bar is not None:
+            bar.close()
+        state["train_seconds"] += time.time() - t_epoch
+        value = evaluate()
+        record = {"epoch": epoch + 1, metric: value, "train_loss_ema": ema}
+        state["history"].append(record)
+        print(f"[zoo] epoch {epoch + 1}: {metric} {value:.2f}", file=sys.stderr)
+        if state["best"] is None or value > state["best"][metric]:  # trained epochs only
+            state["best"] = record
+            save_best(epoch + 1, value)
+        state.update(epoch=epoch + 1, step=0, loss_ema=None)
+        save_state(state_dir, trainer, state)
+    return state
+
+
 def train_bi_encoder(config: TrainConfig):
     """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json)."""
     import keras
@@ -199,46 +251,17 @@ def train_bi_encoder(config: TrainConfig):
     batches = PairBatches(encoder.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
                           config.length_buckets)
 
-    state_dir, model_dir = os.path.join(output, "checkpoint"), os.path.join(output, "model")
-    state = load_state(state_dir, trainer)
-    if state is None:
-        state = {"epoch": 0, "step": 0, "history": [], "best": None, "train_seconds": 0.0}
-        start, _ = evaluate_encoder(encoder, data["valid"], config.eval_batch_size)
-        state["history"].append({"epoch": 0, "valid_spearman": start["spearman"], "train_loss_ema": None})
-        print(f"[zoo] before training: valid Spearman {start['spearman']:.2f}", file=sys.stderr)
-    else:
-        print(f"[zoo] resuming from {state_dir}: epoch {state['epoch'] + 1}, step {state['step']}", file=sys.stderr)
+    model_dir = os.path.join(output, "model")
 
-    for epoch in range(state["epoch"], config.epochs):
-        t_epoch = time.time()
-        bar = progress(None, f"epoch {epoch + 1}/{config.epochs}", config.progress, total=batches.n,
-                       unit="pair", initial=min(state["step"] * config.batch_size, batches.n))
-        ema = None
-        for step, x, y in batches.epoch(config.seed, epoch, state["step"]):
-            loss = float(np.asarray(trainer.train_on_batch(x, y)).reshape(-1)[0])
-            if not np.isfinite(loss):
-                raise FloatingPointError(f"loss became {loss} at epoch {epoch + 1}, step {step}")
-            ema = loss if ema is None else 0.98 * ema + 0.02 * loss
-            if bar is not None:
-                bar.update(len(y))
-                bar.set_postfix(loss=f"{ema:.4f}", refresh=False)
-            if (step + 1) % config.save_every == 0 and step + 1 < len(batches):
-                state.update(step=step + 1, train_seconds=state["train_seconds"] + time.time() - t_epoch)
-                t_epoch = time.time()
-                save_state(state_dir, trainer, state)
-        if bar is not None:
-            bar.close()
-        state["train_seconds"] += time.time() - t_epoch
-        valid, _ = evaluate_encoder(encoder, data["valid"], config.eval_batch_size)
-        record = {"epoch": epoch + 1, "valid_spearman": valid["spearman"], "train_loss_ema": ema}
-        state["history"].append(record)
-        print(f"[zoo] epoch {epoch + 1}: valid Spearman {valid['spearman']:.2f}", file=sys.stderr)
-        if state["best"] is None or valid["spearman"] > state["best"]["valid_spearman"]:  # epoch >= 1 only
-            state["best"] = record
-            encoder.save(model_dir, metadata={"task": config.task, "objective": config.objective,
-                                              "epoch": epoch + 1, "valid_spearman": valid["spearman"]})
-        state.update(epoch=epoch + 1, step=0)
-        save_state(state_dir, trainer, state)
+    def evaluate():
+        return evaluate_encoder(encoder, data["valid"], config.eval_batch_size)[0]["spearman"]
+
+    def save_best(epoch, metric):
+        encoder.save(model_dir, metadata={"task": config.task, "objective": config.objective, "epoch": epoch,
+                                          "valid_spearman": metric})
+
+    state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), config.epochs, config.seed,
+                       evaluate, save_best, save_every=config.save_every, show_progress=config.progress)
 
     best = SentenceEncoder.load(model_dir)
     valid, _ = evaluate_encoder(best, data["valid"], config.eval_batch_size)
@@ -318,3 +341,123 @@ def parse_args(argv=None, task=None, objective=None):
 
 def main(argv=None, task=None, objective=None):
     train_bi_encoder(parse_args(argv, task, objective))
+
+
+# ---------------------------------------------------------------------------------- SimBERT
+@dataclasses.dataclass
+class SimBERTConfig:
+    checkpoint: str | None = None  # None: zoo.DEFAULT_PRESET
+    groups: str | None = None  # JSON lines {"text", "synonyms"}; None: LCQMC + BQ train positives
+    data_dir: str | None = None
+    epochs: int = 1
+    batch_size: int = 64  # groups (pairs) per step = 2x rows
+    maxlen: int = 32
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    limit_groups: int | None = None
+    output: str | None = None
+    seed: int = 42
+    save_every: int = 500
+    jit_compile: bool = True
+    progress: bool = True
+    eval_tasks: tuple = ("LCQMC", "BQ", "STS-B")
+    samples: tuple = ("微信和支付宝哪个好", "怎么开通花呗", "今天天气怎么样", "我想买一部手机")
+
+
+def train_simbert(config: SimBERTConfig):
+    """Joint SimBERT training (seq2seq + in-batch similarity) with the resumable loop; the best model by LCQMC
+    valid Spearman of the retrieval head goes to OUTPUT/model; results.json has zero-shot test Spearman on
+    ``eval_tasks`` and gen_synonyms samples."""
+    import keras
+
+    from .data import groups_from_positive_pairs, read_synonym_groups
+    from .evaluation import evaluate_encoder
+    from .models.simbert import SimBERT, SimBERTBatches, build_simbert_trainer
+    from .presets import DEFAULT_PRESET
+
+    t0 = time.time()
+    checkpoint = config.checkpoint or DEFAULT_PRESET
+    output = config.output or os.path.join("runs", "simbert")
+    os.makedirs(output, exist_ok=True)
+    data_files = {}
+    if config.groups:
+        groups = read_synonym_groups(config.groups)
+        data_files["groups"] = config.groups
+    else:
+        sources = []
+        for task in ("LCQMC", "BQ"):
+            try:
+                d = load_task(task, "train", resolve_data_dir(task, config.data_dir))
+            except FileNotFoundError:
+                continue
+            sources.append(d)
+            data_files[f"{task}.train"] = d.path
+        groups = groups_from_positive_pairs(*sources)
+    groups = groups[: config.limit_groups] if config.limit_groups else groups
+    if not groups:
+        raise ValueError("no groups of similar sentences to train on")
+    print(f"[zoo] {len(groups)} groups of similar sentences ({sum(map(len, groups))} texts)", file=sys.stderr)
+    valid = load_task("LCQMC", "valid", resolve_data_dir("LCQMC", config.data_dir))
+    data_files["LCQMC.valid"] = valid.path
+
+    keras.utils.set_random_seed(config.seed)
+    model = SimBERT.from_checkpoint(checkpoint, maxlen=config.maxlen)
+    trainer = build_simbert_trainer(model, config.lr, config.weight_decay, config.jit_compile)
+    batches = SimBERTBatches(model.tokenizer, groups, config.batch_size, config.maxlen)
+    model_dir = os.path.join(output, "model")
+
+    def evaluate():
+        return evaluate_encoder(model.encoder, valid, 128)[0]["spearman"]
+
+    def save_best(epoch, value):
+        model.save(model_dir, metadata={"job": "simbert", "epoch": epoch, "lcqmc_valid_spearman": value})
+
+    state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), config.epochs, config.seed, evaluate,
+                       save_best, save_every=config.save_every, show_progress=config.progress, unit="pair")
+    best = SimBERT.load(model_dir)
+    zero_shot = {}
+    for task in config.eval_tasks:
+        try:
+            test = load_task(task, "test", resolve_data_dir(task, config.data_dir))
+        except FileNotFoundError:
+            continue
+        data_files[f"{task}.test"] = test.path
+        zero_shot[task] = evaluate_encoder(best.encoder, test, 128)[0]["spearman"]
+    samples = {text: best.gen_synonyms(text, n=100, k=5, seed=config.seed) for text in config.samples}
+    results = {
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
+        "versions": versions(),
+        "data_files": {k: {"path": os.path.abspath(v), "sha256": sha256_of(v)} for k, v in data_files.items()},
+        "groups": len(groups),
+        "epochs": state["history"],
+        "best_epoch": state["best"]["epoch"],
+        "test_spearman_zero_shot": zero_shot,
+        "gen_synonyms": samples,
+        "train_seconds": state["train_seconds"],
+        "seconds": time.time() - t0,
+    }
+    lines = ["| task | zero-shot test Spearman (retrieval head) |", "|---|---|"]
+    lines += [f"| {task} | {value:.2f} |" for task, value in zero_shot.items()]
+    lines += ["", "| input | top gen_synonyms (cosine) |", "|---|---|"]
+    lines += [f"| {text} | " + "; ".join(f"{t} ({s:.2f})" for t, s in out) + " |" for text, out in samples.items()]
+    write_json_atomic(os.path.join(output, "results.json"), results)
+    write_text_atomic(os.path.join(output, "results.md"), "\n".join(lines) + "\n")
+    print("\n".join(lines), file=sys.stderr)
+    return results
+
+
+def simbert_main(argv=None):
+    p = argparse.ArgumentParser(description="Train SimBERT (UniLM seq2seq + in-batch similarity).")
+    d = SimBERTConfig()
+    p.add_argument("--checkpoint", help="any checkpoint zoo loads (default: the embedded preset)")
+    p.add_argument("--groups", help='JSON lines {"text": ..., "synonyms": [...]} (default: groups of LCQMC + BQ '
+                   "train positives)")
+    p.add_argument("--data-dir")
+    for name in ("epochs", "batch_size", "maxlen", "limit_groups", "seed", "save_every"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--output")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    args = vars(p.parse_args(argv))
+    train_simbert(SimBERTConfig(**args))

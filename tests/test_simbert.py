@@ -1,0 +1,202 @@
+"""UniLM masks, SimBERT (model, loss, batches, save/load), KV-cached decoding, semantic search."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import zoo
+from conftest import synthetic_vocab
+from zoo.generation import Seq2SeqDecoder
+from zoo.masks import causal_mask, unilm_mask
+from zoo.models.simbert import SimBERTBatches, simbert_loss, truncate_at_punctuation
+from zoo.retrieval import SemanticIndex, exact_topk
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return zoo.Tokenizer(synthetic_vocab())
+
+
+@pytest.fixture(scope="module")
+def simbert(tok):
+    keras.utils.set_random_seed(3)
+    bb = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=128, dropout=0.0, with_mlm=True,
+                          pooler_activation="linear")
+    # a sharper random model, so that decoding is not a near-uniform coin toss
+    for w in bb.weights:
+        if w.path.endswith("kernel") or w.path.endswith("embeddings"):
+            w.assign(ops.convert_to_numpy(w) * 4.0)
+    return zoo.SimBERT(bb, tok, maxlen=24)
+
+
+def test_unilm_mask_values():
+    m = ops.convert_to_numpy(unilm_mask(np.array([[0, 0, 0, 1, 1, 0]])))  # last one is padding (segment 0)
+    expected = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0],
+                         [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    np.testing.assert_array_equal(m[0], expected)
+    c = ops.convert_to_numpy(causal_mask(np.zeros((2, 3), "int32")))
+    np.testing.assert_array_equal(c[1], np.tril(np.ones((3, 3))))
+
+
+def test_seq2seq_mask_isolates_source(simbert, tok):
+    ids, segs = tok.encode("今天天气很好", "我们在中国")
+    x = {"token_ids": np.array([ids]), "segment_ids": np.array([segs]), "padding_mask": np.ones((1, len(ids)), "int32")}
+    changed = {k: v.copy() for k, v in x.items()}
+    changed["token_ids"][0, -2] = tok.token_to_id("好")  # edit a target token
+    bb = simbert.backbone
+    mask = unilm_mask(x["segment_ids"])
+    a = ops.convert_to_numpy(bb({**x, "attention_mask": mask})["sequence_output"])
+    b = ops.convert_to_numpy(bb({**changed, "attention_mask": mask})["sequence_output"])
+    source = int((np.array(segs) == 0).sum())
+    np.testing.assert_array_equal(a[0, :source], b[0, :source])
+    assert np.abs(a[0, -2:] - b[0, -2:]).max() > 1e-3
+    # [CLS] / pooled vector equals encoding the source alone
+    alone = tok(["今天天气很好"])
+    pooled_alone = ops.convert_to_numpy(bb(alone)["pooled_output"])
+    pooled_pair = ops.convert_to_numpy(simbert(x)["pooled_output"])
+    np.testing.assert_allclose(pooled_pair, pooled_alone, atol=1e-5)
+    np.testing.assert_allclose(simbert.encode("今天天气很好", normalize_embeddings=False), pooled_alone[0], atol=1e-5)
+
+
+def test_simbert_loss_matches_numpy():
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(5, 50, (4, 6))
+    segs = np.array([[0, 0, 0, 1, 1, 0]] * 4)
+    logits = rng.normal(size=(4, 6, 50)).astype("float32")
+    pooled = rng.normal(size=(4, 8)).astype("float32")
+    # generation part by hand
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(lp[:, :-1], token_ids[:, 1:, None], 2)[..., 0]
+    gen = (nll * segs[:, 1:]).sum() / segs[:, 1:].sum()
+    z = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    s = 30 * z @ z.T - 1e12 * np.eye(4)
+    ls = s - s.max(1, keepdims=True)
+    ls = ls - np.log(np.exp(ls).sum(1, keepdims=True))
+    sim = -ls[np.arange(4), np.arange(4) ^ 1].mean()
+    got = float(ops.convert_to_numpy(simbert_loss(token_ids, segs, logits, pooled)))
+    assert got == pytest.approx(gen + sim, rel=1e-5)
+
+
+def test_batches_pair_both_orders(tok):
+    groups = [["今天天气很好", "今天天气不错", "天气很好"], ["我们在中国", "我们在中国说"]]
+    x, y = next(iter(SimBERTBatches(tok, groups, batch_size=2, maxlen=16).epoch(0, 0)))[1:]
+    assert x["token_ids"].shape[0] == 4 and y.shape == (2,)
+    for k in (0, 2):
+        real = x["padding_mask"][k] == 1
+        source = x["token_ids"][k][real & (x["segment_ids"][k] == 0)][1:-1]
+        target_of_next = x["token_ids"][k + 1][x["segment_ids"][k + 1] == 1][:-1]
+        np.testing.assert_array_equal(source, target_of_next)  # row 2k's source is row 2k+1's target
+    assert truncate_at_punctuation("今天天气很好，我们出去玩吧！好不好", 10) == "今天天气很好"
+    assert truncate_at_punctuation("一二三四五六七八九十十一", 5) == "一二三四五"
+
+
+def test_cached_and_uncached_decoding_agree(simbert):
+    cached, full = simbert.decoder(use_cache=True, maxlen=10), simbert.decoder(use_cache=False, maxlen=10)
+    seen = set()
+    for text in ("今天天气很好", "我们在中国说的话是什么"):
+        g = cached.greedy(text)
+        assert g == full.greedy(text)
+        assert cached.beam_search(text, topk=3) == full.beam_search(text, topk=3)
+        a = cached.random_sample(text, 6, topk=8, seed=1)
+        assert a == full.random_sample(text, 6, topk=8, seed=1)
+        seen.update(g)
+        assert len(a) == 6
+    assert len(seen) >= 3, "the test model decodes a constant: the comparison would be too weak"
+
+
+def test_sampling_filters(simbert):
+    dec = simbert.decoder(use_cache=True, maxlen=6)
+    out = dec.random_sample("今天天气很好", 20, topk=1, seed=0)
+    assert all(o == out[0] for o in out)  # top-1 sampling is greedy
+    assert out[0] == dec.greedy("今天天气很好")[: len(out[0])]
+    with pytest.raises(ValueError, match="topp"):
+        dec.random_sample("好", 2, topp=1.5)
+    with pytest.raises(ValueError, match="n must be"):
+        dec.random_sample("好", 0)
+    with pytest.raises(ValueError, match="non-empty"):
+        dec.greedy("  ")
+
+
+def test_gen_synonyms_and_most_similar(simbert):
+    out = simbert.gen_synonyms("今天天气很好", n=12, k=4, seed=0)
+    assert 0 < len(out) <= 4
+    scores = [s for _, s in out]
+    assert scores == sorted(scores, reverse=True)
+    assert all(t != "今天天气很好" for t, _ in out)
+    with pytest.warns(UserWarning, match="truncated"):
+        simbert.gen_synonyms("我们在中国" * 10, n=2, k=1, seed=0)
+    with pytest.raises(ValueError, match="n and k"):
+        simbert.gen_synonyms("好", n=0)
+    corpus = ["今天天气很好", "我们在中国", "hello world", "今天天气不好"]
+    best = simbert.most_similar("今天天气很好", corpus, topk=2)
+    assert best[0][0] == "今天天气很好" and best[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_save_load_simbert(simbert, tmp_path):
+    expected = simbert.encode(["今天天气很好", "我们"])
+    simbert.save(tmp_path / "sim")
+    loaded = zoo.SimBERT.load(tmp_path / "sim")
+    np.testing.assert_allclose(loaded.encode(["今天天气很好", "我们"]), expected, atol=1e-6)
+    assert loaded.decoder(maxlen=8).greedy("今天天气") == simbert.decoder(maxlen=8).greedy("今天天气")
+    simbert.save(str(tmp_path / "sim.keras"))
+    again = keras.saving.load_model(str(tmp_path / "sim.keras"))
+    np.testing.assert_allclose(again.encode(["今天天气很好", "我们"]), expected, atol=1e-6)
+
+
+def test_exact_topk_chunked_equals_bruteforce():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(1000, 16)).astype("float32")
+    q = rng.normal(size=(7, 16)).astype("float32")
+    s, i = exact_topk(q, v, 10, chunk_size=97)
+    full = q @ v.T
+    np.testing.assert_array_equal(i, np.argsort(-full, axis=1)[:, :10])
+    np.testing.assert_allclose(s, np.sort(full, axis=1)[:, ::-1][:, :10], rtol=1e-6)
+
+
+def test_semantic_index_exact_faiss_save_load(tmp_path):
+    rng = np.random.default_rng(1)
+    centers = rng.normal(size=(20, 32))
+    v = np.repeat(centers, 50, axis=0) + 0.05 * rng.normal(size=(1000, 32))
+    exact = SemanticIndex(dim=32).add(vectors=v)
+    approx = SemanticIndex(dim=32, backend="faiss", factory="IVF16,Flat", nprobe=4).add(vectors=v)
+    q = centers[:5] + 0.05 * rng.normal(size=(5, 32))
+    _, ie = exact.search_vectors(q, 10)
+    _, ia = approx.search_vectors(q, 10)
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(ia, ie)])
+    assert recall >= 0.9
+    exact.save(tmp_path / "idx")
+    back = SemanticIndex.load(tmp_path / "idx")
+    np.testing.assert_array_equal(back.search_vectors(q, 10)[1], ie)
+    with pytest.raises(ValueError, match="topk"):
+        exact.search_vectors(q, 0)
+    with pytest.raises(ValueError, match="empty"):
+        SemanticIndex(dim=4).search_vectors(np.ones((1, 4)), 1)
+
+
+def test_simbert_job_end_to_end(tmp_path, tok, simbert):
+    from zoo.training import SimBERTConfig, train_simbert
+    from test_training import write_synthetic_task
+
+    data = tmp_path / "data"
+    write_synthetic_task(str(data), sizes=(200, 100, 100))
+    groups = tmp_path / "groups.jsonl"
+    lines = [json.dumps({"text": "今天天气很好", "synonyms": ["今天天气不错", "天气很好"]}, ensure_ascii=False),
+             json.dumps({"text": "我们在中国", "synonyms": ["我们在中国说"]}, ensure_ascii=False)] * 8
+    groups.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    simbert.save(tmp_path / "start")
+    results = train_simbert(SimBERTConfig(checkpoint=str(tmp_path / "start"), groups=str(groups),
+                                          data_dir=str(data), batch_size=4, maxlen=16, lr=1e-3,
+                                          output=str(tmp_path / "run"), progress=False, jit_compile=False,
+                                          eval_tasks=("LCQMC",), samples=("今天天气",)))
+    assert [e["epoch"] for e in results["epochs"]] == [0, 1]
+    assert "LCQMC" in results["test_spearman_zero_shot"]
+    assert (tmp_path / "run" / "model" / "zoo_config.json").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "好", "synonyms": "not a list"}\n', encoding="utf-8")
+    from zoo.data import DataError, read_synonym_groups
+
+    with pytest.raises(DataError, match="bad.jsonl, line 1"):
+        read_synonym_groups(bad)

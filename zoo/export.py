@@ -1,0 +1,357 @@
+"""Export zoo models as TensorFlow SavedModels that take raw strings, for TF Serving and ``zoo serve``.
+
+The tokenizer runs inside the graph (``GraphTokenizer``) and gives the ids of ``zoo.Tokenizer``: its
+normaliser is a per-character map read off the Rust ``BertNormalizer`` at export time (so control, accent,
+CJK and punctuation classes are those of ``tokenizers``, not of another Unicode table), special tokens
+are matched first on the raw text, and WordPiece is tf-text's ``FastWordpieceTokenizer``.
+
+A SavedModel written by ``export_saved_model`` has these signatures:
+
+* ``text``: the model's text inputs (``text``, or ``text_a`` + ``text_b`` for a pair model), string [batch]
+  -> the model's output (``embedding`` [batch, H], L2-normalised, for a ``SentenceEncoder``);
+* ``ids``: ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the same output;
+* ``tokenize``: the text inputs -> ``token_ids``, ``segment_ids``, ``padding_mask`` (what ``text`` feeds
+  the model);
+* ``serving_default``: ``text`` (or ``ids`` with ``signature="ids"``).
+
+Other model kinds are added with ``register_spec`` (see ``ServingSpec``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from .tokenizer import SPECIAL_TOKENS
+
+ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+SIGNATURES = ("text", "ids", "tokenize")
+MAX_CODE_POINT = 0x110000
+
+
+# ----------------------------------------------------------------------------------- the normaliser
+@functools.lru_cache(maxsize=2)
+def char_tables(lowercase=True):
+    """What the Rust BERT normaliser + pre-tokeniser do to each code point, as (removed, replacements).
+
+    ``removed``: sorted [first, last] code-point ranges that vanish (controls, unassigned, and with
+    ``lowercase`` also combining accents). ``replacements``: {char: string} for the other characters that
+    change, with whitespace written as " " and punctuation and CJK characters padded with spaces, so that
+    after the map a split on " " gives the pre-tokeniser's words. Takes about 3 s; cached.
+    """
+    from tokenizers import normalizers, pre_tokenizers
+
+    norm = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                      lowercase=lowercase)
+    chars = [chr(c) for c in range(MAX_CODE_POINT)]
+    # surrogates (never in valid UTF-8) count as removed, which keeps the ranges few
+    normalized = ["" if 0xD800 <= ord(c) <= 0xDFFF else norm.normalize_str(c) for c in chars]
+    # Pre-tokeniser classes of every character the normaliser can output: in "a".join(alphabet), a
+    # punctuation character is a word of its own, and whitespace is covered by no word.
+    alphabet = sorted(set("".join(normalized)) | {" "})
+    words = pre_tokenizers.BertPreTokenizer().pre_tokenize_str("a".join(alphabet))
+    covered = np.zeros(2 * len(alphabet), bool)
+    punctuation = set()
+    for word, (start, end) in words:
+        covered[start:end] = True
+        if end - start == 1 and word != "a":
+            punctuation.add(word)
+    whitespace = {c for i, c in enumerate(alphabet) if not covered[2 * i]}
+
+    def split_form(s):
+        return "".join(" " if c in whitespace else f" {c} " if c in punctuation else c for c in s)
+
+    removed, replacements = [], {}
+    for c, n in zip(chars, normalized):
+        if n == "":
+            cp = ord(c)
+            if removed and removed[-1][1] == cp - 1:
+                removed[-1][1] = cp
+            else:
+                removed.append([cp, cp])
+            continue
+        s = split_form(n)
+        if s != c:
+            replacements[c] = s
+    return removed, replacements
+
+
+def _char_class(ranges):
+    return "[" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
+
+
+class GraphTokenizer(tf.Module):
+    """``zoo.Tokenizer`` as TensorFlow ops: strings -> the padded int32 dict the backbone takes.
+
+    ``pieces(text)``: ragged [batch, None] word-piece ids (no [CLS]/[SEP]); ``__call__(text, text_b=None)``:
+    ``token_ids``, ``segment_ids``, ``padding_mask`` with ``maxlen`` truncation as ``zoo.Tokenizer``
+    (single texts keep their first ``maxlen - 2`` pieces; pairs lose one piece at a time from the longer
+    part). Rows are padded to the longest row.
+    """
+
+    def __init__(self, tokenizer, maxlen):
+        super().__init__()
+        if maxlen < 3:
+            raise ValueError(f"maxlen={maxlen} leaves no room for [CLS]/[SEP]")
+        self.maxlen = int(maxlen)
+        self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
+        self.max_chars = tokenizer.max_input_chars_per_word
+        removed, replacements = char_tables(tokenizer.do_lower_case)
+        self._removed = _char_class(removed)
+        self.table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(list(replacements), list(replacements.values())), "")
+        specials = [t for t in SPECIAL_TOKENS if t in tokenizer.token_to_id_map]
+        self._specials = "|".join(re.escape(t) for t in specials)
+        self.wordpiece = tf_text.FastWordpieceTokenizer(
+            tokenizer.vocab, token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True,
+            max_bytes_per_word=4 * self.max_chars + 4)
+
+    def normalize(self, text):
+        """Normalised text, whitespace-separated words (1-D string tensor in and out)."""
+        text = tf.strings.regex_replace(text, self._removed, "")
+        chars = tf.strings.unicode_split(text, "UTF-8")
+        mapped = self.table.lookup(chars)
+        return tf.strings.reduce_join(tf.where(mapped == "", chars, mapped), axis=-1)
+
+    def pieces(self, text):
+        text = tf.convert_to_tensor(text, tf.string)
+        # special tokens ([CLS], [MASK], ...) written in the text are matched first, on the raw text;
+        # regex_split stops at NUL, so NUL (removed by the normaliser anyway) becomes \x01 (removed too)
+        text = tf.strings.regex_replace(text, "\\x00", "\x01")
+        segments = tf_text.regex_split(text, self._specials, self._specials)
+        flat = segments.flat_values
+        special = tf.strings.regex_full_match(flat, self._specials)
+        words = tf.strings.split(self.normalize(tf.where(special, "", flat)))  # [segment, word]
+        long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars
+        words = tf.ragged.map_flat_values(tf.where, long, "[UNK]", words)
+        ids = self.wordpiece.tokenize(words).merge_dims(1, 2)  # [segment, piece]
+        special_ids = self.wordpiece.tokenize(tf.boolean_mask(flat, special)).flat_values
+        special_ids = tf.RaggedTensor.from_row_lengths(special_ids, tf.cast(special, tf.int64))
+        ids = tf.concat([ids, special_ids], axis=1)
+        return segments.with_flat_values(ids).merge_dims(1, 2)
+
+    def __call__(self, text, text_b=None):
+        a = self.pieces(text)
+        n = tf.cast(a.row_lengths(), tf.int32)
+        batch = a.nrows(out_type=tf.int32)
+        if text_b is None:
+            a = a[:, : self.maxlen - 2]
+            parts = [tf.fill([batch, 1], self.cls_id), a, tf.fill([batch, 1], self.sep_id)]
+            segments = [tf.zeros_like(p) for p in parts]
+        else:
+            b = self.pieces(text_b)
+            la, lb = self._pair_lengths(n + 2, tf.cast(b.row_lengths(), tf.int32) + 1)
+            a = _keep_first(a, la - 2)
+            b = _keep_first(b, lb - 1)
+            parts = [tf.fill([batch, 1], self.cls_id), a, tf.fill([batch, 1], self.sep_id),
+                     b, tf.fill([batch, 1], self.sep_id)]
+            segments = [tf.zeros_like(p) for p in parts[:3]] + [tf.ones_like(p) for p in parts[3:]]
+        token_ids = tf.concat(parts, axis=1)
+        segment_ids = tf.concat(segments, axis=1)
+        return {"token_ids": token_ids.to_tensor(self.pad_id),
+                "segment_ids": segment_ids.to_tensor(0),
+                "padding_mask": tf.ones_like(token_ids).to_tensor(0)}
+
+    def _pair_lengths(self, a, b):
+        """bert4keras truncation on lengths with specials ([CLS] a [SEP]: a, b [SEP]: b): while too long, the
+        longer part (the first on ties) that is above its floor (2, 1) loses one piece."""
+        def body(a, b):
+            over = a + b > self.maxlen
+            pop_a = over & (((a >= b) & (a > 2)) | (b <= 1))
+            return a - tf.cast(pop_a, tf.int32), b - tf.cast(over & ~pop_a, tf.int32)
+
+        return tf.while_loop(lambda a, b: tf.reduce_any(a + b > self.maxlen), body, (a, b))
+
+
+def _keep_first(ragged, n):
+    """The first n[i] items of each row of a ragged [batch, None] tensor."""
+    return tf.ragged.boolean_mask(ragged, tf.ragged.range(tf.cast(ragged.row_lengths(), tf.int32)) < n[:, None])
+
+
+# ----------------------------------------------------------------------------------- what is served
+@dataclass(frozen=True)
+class ServingSpec:
+    """How a kind of zoo model is served: the names of its string inputs (one per text of a row), the name
+    of its output, and ``postprocess`` (model output tensor -> served tensor).
+
+    A SentenceEncoder: ``ServingSpec(("text",), "embedding", l2_normalize)``. A cross-encoder would be
+    ``ServingSpec(("text_a", "text_b"), "score", ...)``: two text inputs are tokenized as a pair
+    (``[CLS] a [SEP] b [SEP]``, segment ids 0/1, bert4keras truncation).
+    """
+
+    text_inputs: tuple
+    output: str
+    postprocess: Callable = staticmethod(lambda y: y)
+
+
+_SPECS = {}
+
+
+def register_spec(cls, spec):
+    """Declare how models of class ``cls`` (and subclasses) are exported; ``spec``: a ServingSpec."""
+    if not 1 <= len(spec.text_inputs) <= 2:
+        raise ValueError("a ServingSpec takes one text input, or two for sentence pairs")
+    _SPECS[cls] = spec
+
+
+def serving_spec(model):
+    for cls in type(model).__mro__:
+        if cls in _SPECS:
+            return _SPECS[cls]
+    raise TypeError(f"no export recipe for a {type(model).__name__}; exportable: "
+                    f"{sorted(c.__name__ for c in _SPECS)} (add one with zoo.export.register_spec)")
+
+
+def l2_normalize(x):
+    """x / max(||x||, 1e-12), as ``SentenceEncoder.encode``."""
+    return x / tf.maximum(tf.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def _register_builtin():
+    from .models.bi_encoder import SentenceEncoder
+
+    register_spec(SentenceEncoder, ServingSpec(("text",), "embedding", l2_normalize))
+
+
+_register_builtin()
+
+
+# ----------------------------------------------------------------------------------- export
+def export_saved_model(model, path, signature="text", maxlen=None, overwrite=False, verbose=False):
+    """Write ``model`` as a SavedModel at ``path`` (written to a temporary folder, then renamed).
+
+    ``signature``: what ``serving_default`` is, "text" (strings in) or "ids" (int32 ids in); the named
+    signatures ``text``, ``ids`` and ``tokenize`` are always there. ``maxlen`` defaults to
+    ``model.maxlen``. For TF Serving, ``path`` is ``<base>/<name>/<version>`` (see ``version_path``).
+    """
+    import keras
+
+    if signature not in ("text", "ids"):
+        raise ValueError(f"signature must be 'text' or 'ids', got {signature!r}")
+    spec = serving_spec(model)
+    if getattr(model, "tokenizer", None) is None:
+        raise ValueError(f"this {type(model).__name__} has no tokenizer; load it from a preset or pass one")
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists (pass overwrite=True, or export a new version)")
+    maxlen = int(maxlen or model.maxlen)
+    max_positions = getattr(getattr(model, "backbone", None), "max_sequence_length", maxlen)
+    if maxlen > max_positions:
+        raise ValueError(f"maxlen={maxlen} is above the model's {max_positions} position embeddings")
+    tokenizer = GraphTokenizer(model.tokenizer, maxlen)
+
+    def predict(ids):
+        return {spec.output: spec.postprocess(model(ids, training=False))}
+
+    def from_text(*texts):
+        return predict(tokenizer(*texts))
+
+    def from_ids(token_ids, segment_ids, padding_mask):
+        return predict({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
+
+    text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.text_inputs]
+    id_specs = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ID_INPUTS]
+    endpoints = {"text": (from_text, text_specs), "ids": (from_ids, id_specs),
+                 "tokenize": (lambda *texts: tokenizer(*texts), text_specs)}
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(tokenizer)
+    for name in sorted(SIGNATURES, key=lambda n: n != signature):  # the first one is also serving_default
+        archive.add_endpoint(name, *endpoints[name])
+    tmp = f"{path}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    archive.write_out(tmp, verbose=verbose)
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.rename(tmp, path)
+    return path
+
+
+def version_path(base, name="default", version=None):
+    """``<base>/<name>/<version>``, the layout TF Serving loads; version defaults to the next free number."""
+    folder = os.path.join(os.fspath(base), name)
+    if version is None:
+        existing = [int(d) for d in os.listdir(folder) if d.isdigit()] if os.path.isdir(folder) else []
+        version = max(existing, default=0) + 1
+    if int(version) < 1:
+        raise ValueError(f"version must be a positive integer, got {version}")
+    return os.path.join(folder, str(int(version)))
+
+
+def load_exportable(path, pooling="cls", maxlen=None):
+    """A model to export from anything zoo loads: a preset or ``.keras`` file of an exportable model (e.g. a
+    SentenceEncoder), or a checkpoint / backbone preset (Google, transformers, zoo), which becomes a
+    ``SentenceEncoder`` with ``pooling``. ``maxlen`` (if given) replaces the model's."""
+    import json
+
+    from .checkpoints import PRESET_CONFIG
+    from .models.bi_encoder import SentenceEncoder
+    from .presets import load_model, resolve
+    from .tokenizer import load_tokenizer
+
+    path = os.fspath(path)
+    stored = None
+    if path.endswith(".keras"):
+        model = load_model(path)
+        stored = type(model).__name__
+        if not any(isinstance(model, cls) for cls in _SPECS):
+            raise TypeError(f"{path} holds a {stored}; a .keras file to export must hold one of "
+                            f"{sorted(c.__name__ for c in _SPECS)} (export a backbone from its preset folder)")
+    else:
+        folder = resolve(path)
+        config_path = os.path.join(folder, PRESET_CONFIG)
+        if os.path.isfile(config_path):
+            with open(config_path, encoding="utf-8") as f:
+                stored = json.load(f).get("model", {}).get("class_name")
+        if stored and stored != "BertBackbone":
+            model = load_model(folder)
+            model.tokenizer = load_tokenizer(folder)
+        else:
+            model = SentenceEncoder.from_checkpoint(folder, pooling=pooling)
+    if maxlen:
+        model.maxlen = int(maxlen)
+    serving_spec(model)
+    return model
+
+
+def export_onnx(model, path, opset=17):
+    """The ``ids`` signature as an ONNX file (tf2onnx): ``token_ids``, ``segment_ids``, ``padding_mask``
+    int32 [batch, length] -> the model's output. Tokenize with ``zoo.Tokenizer`` (ONNX has no tokenizer)."""
+    try:
+        import tf2onnx
+    except ImportError:
+        raise ImportError("ONNX export needs tf2onnx and onnx: pip install 'zoo[onnx]' "
+                          "(or pip install tf2onnx onnx onnxruntime)") from None
+    spec = serving_spec(model)
+    specs = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ID_INPUTS]
+
+    @tf.function(input_signature=specs)
+    def from_ids(token_ids, segment_ids, padding_mask):
+        ids = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return {spec.output: spec.postprocess(model(ids, training=False))}
+
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tf2onnx.convert.from_function(from_ids, input_signature=specs, opset=opset, output_path=path,
+                                  custom_op_handlers={"Erfc": (_onnx_erfc, [])})
+    return path
+
+
+def _onnx_erfc(ctx, node, name, args):
+    """ONNX has no Erfc (exact GELU uses it): rewrite erfc(x) as 1 - erf(x)."""
+    import tf2onnx
+
+    erf = ctx.make_node("Erf", [node.input[0]])
+    one = ctx.make_const(tf2onnx.utils.make_name("one"), np.array(1, np.float32))
+    node.type = "Sub"
+    ctx.replace_inputs(node, [one.output[0], erf.output[0]])
+    return node

@@ -1,0 +1,146 @@
+"""Semantic search: exact cosine top-k in numpy (chunked) or approximate with faiss, behind one API."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+
+def _normalise(x):
+    x = np.atleast_2d(np.asarray(x, dtype="float32"))
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def exact_topk(queries, vectors, topk, chunk_size=65536):
+    """Top-k inner products of each query row against ``vectors``, scanning ``chunk_size`` rows at a time
+    (1M x 256 float32 vectors need ~1 GB; the score block is queries x chunk). Returns (scores, indices)."""
+    queries = np.asarray(queries, dtype="float32")
+    k = min(topk, len(vectors))
+    best_s = np.full((len(queries), 0), -np.inf, dtype="float32")
+    best_i = np.zeros((len(queries), 0), dtype="int64")
+    for start in range(0, len(vectors), chunk_size):
+        scores = queries @ vectors[start:start + chunk_size].T
+        kk = min(k, scores.shape[1])
+        part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
+        best_s = np.concatenate([best_s, np.take_along_axis(scores, part, 1)], axis=1)
+        best_i = np.concatenate([best_i, part + start], axis=1)
+        if best_s.shape[1] > k:
+            keep = np.argpartition(-best_s, k - 1, axis=1)[:, :k]
+            best_s, best_i = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_i, keep, 1)
+    order = np.argsort(-best_s, axis=1, kind="stable")
+    return np.take_along_axis(best_s, order, 1), np.take_along_axis(best_i, order, 1)
+
+
+class SemanticIndex:
+    """Texts (or bare vectors) indexed by L2-normalised embeddings; cosine top-k search.
+
+    >>> index = SemanticIndex(encoder)                  # exact search
+    >>> index.add(corpus_texts)
+    >>> index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
+    >>> SemanticIndex(dim=256, backend="faiss", factory="IVF1024,Flat", nprobe=32).add(vectors=v)
+
+    ``backend="faiss"`` builds a faiss index (inner product) from ``factory`` when first searched (training it
+    on the added vectors if the factory needs training); exact search needs no build.
+    """
+
+    def __init__(self, encoder=None, dim=None, backend="exact", factory="IVF1024,Flat", nprobe=32):
+        if backend not in ("exact", "faiss"):
+            raise ValueError(f"backend must be 'exact' or 'faiss', got {backend!r}")
+        if encoder is None and dim is None:
+            raise ValueError("give an encoder (to index texts) or dim (to index vectors)")
+        self.encoder, self.backend, self.factory, self.nprobe = encoder, backend, factory, nprobe
+        self.dim = dim or encoder.dim
+        self.vectors = np.zeros((0, self.dim), dtype="float32")
+        self.texts = []
+        self._faiss = None
+
+    def __len__(self):
+        return len(self.vectors)
+
+    def add(self, texts=None, vectors=None, batch_size=64):
+        """Add texts (encoded with the encoder) and/or their precomputed vectors."""
+        if vectors is None:
+            if texts is None:
+                raise ValueError("add() needs texts or vectors")
+            if self.encoder is None:
+                raise ValueError("this index has no encoder: pass vectors")
+            vectors = self.encoder.encode(list(texts), batch_size=batch_size)
+        vectors = _normalise(vectors)
+        if vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")
+        if texts is not None and len(texts) != len(vectors):
+            raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
+        self.vectors = np.concatenate([self.vectors, vectors]) if len(self.vectors) else vectors
+        self.texts += list(texts) if texts is not None else [None] * len(vectors)
+        self._faiss = None
+        return self
+
+    def _queries(self, queries, batch_size):
+        if isinstance(queries, str):
+            queries = [queries]
+        if isinstance(queries, np.ndarray) and queries.dtype != object:
+            return _normalise(queries)
+        if self.encoder is None:
+            raise ValueError("this index has no encoder: search with vectors")
+        return _normalise(self.encoder.encode(list(queries), batch_size=batch_size))
+
+    def search_vectors(self, queries, topk=10):
+        """(scores, indices) arrays [n_queries, topk]; -1 indices where faiss found fewer."""
+        if topk < 1:
+            raise ValueError(f"topk must be >= 1, got {topk}")
+        if len(self.vectors) == 0:
+            raise ValueError("the index is empty")
+        queries = _normalise(queries)
+        if self.backend == "exact":
+            return exact_topk(queries, self.vectors, topk)
+        index = self._faiss_index()
+        scores, indices = index.search(queries, min(topk, len(self.vectors)))
+        return scores, indices
+
+    def search(self, queries, topk=10, batch_size=64):
+        """For each query: [(text or row index, cosine)] best first."""
+        scores, indices = self.search_vectors(self._queries(queries, batch_size), topk)
+        return [[(self.texts[i] if self.texts[i] is not None else int(i), float(s))
+                 for s, i in zip(srow, irow) if i >= 0] for srow, irow in zip(scores, indices)]
+
+    def _faiss_index(self):
+        if self._faiss is None:
+            try:
+                import faiss
+            except ImportError:
+                raise ImportError("backend='faiss' needs faiss: pip install faiss-cpu") from None
+            index = faiss.index_factory(self.dim, self.factory, faiss.METRIC_INNER_PRODUCT)
+            if not index.is_trained:
+                index.train(self.vectors)
+            index.add(self.vectors)
+            if hasattr(index, "nprobe"):
+                index.nprobe = self.nprobe
+            self._faiss = index
+        return self._faiss
+
+    def save(self, directory):
+        """vectors.npy + texts.json + index.json, written to a temp folder then moved into place."""
+        from .presets import replace_dir
+
+        tmp = f"{os.fspath(directory)}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        np.save(os.path.join(tmp, "vectors.npy"), self.vectors)
+        with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
+            json.dump(self.texts, f, ensure_ascii=False)
+        with open(os.path.join(tmp, "index.json"), "w", encoding="utf-8") as f:
+            json.dump({"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe}, f)
+        replace_dir(tmp, os.fspath(directory))
+
+    @classmethod
+    def load(cls, directory, encoder=None):
+        with open(os.path.join(directory, "index.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        index = cls(encoder=encoder, **meta)
+        index.vectors = np.load(os.path.join(directory, "vectors.npy"))
+        with open(os.path.join(directory, "texts.json"), encoding="utf-8") as f:
+            index.texts = json.load(f)
+        return index
