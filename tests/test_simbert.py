@@ -200,3 +200,28 @@ def test_simbert_job_end_to_end(tmp_path, tok, simbert):
 
     with pytest.raises(DataError, match="bad.jsonl, line 1"):
         read_synonym_groups(bad)
+
+
+def test_sample_tokens_equals_full_sort_reference():
+    from zoo.generation import sample_tokens
+
+    def reference(p, topk, topp, rng):  # bert4keras order: top-k, renormalise, top-p on the sorted list, sample
+        order = np.argsort(-p, axis=1, kind="stable")
+        vals = np.take_along_axis(p, order, 1)
+        if topk:
+            vals, order = vals[:, :topk], order[:, :topk]
+            vals = vals / vals.sum(1, keepdims=True)
+        if topp:
+            vals = np.where(np.cumsum(vals, 1) - vals < topp, vals, 0.0)
+        cdf = np.cumsum(vals, 1)
+        choice = np.minimum((cdf < rng.random((len(p), 1)) * cdf[:, -1:]).sum(1), vals.shape[1] - 1)
+        return order[np.arange(len(p)), choice]
+
+    data = np.random.default_rng(0)
+    for temperature in (0.3, 1.0, 3.0):  # peaked to flat: flat rows need a wide partition for top-p 0.95
+        logits = data.normal(size=(50, 3000)) / temperature
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        for topk, topp in ((None, 0.95), (5, None), (20, 0.8), (None, 0.3)):
+            got = sample_tokens(p, topk, topp, np.random.default_rng(7))
+            np.testing.assert_array_equal(got, reference(p, topk, topp, np.random.default_rng(7)))

@@ -354,6 +354,7 @@ class SimBERTConfig:
     maxlen: int = 32
     lr: float = 5e-5
     weight_decay: float = 0.01
+    simplified_vocab: bool = True  # slim the vocabulary as the original SimBERT (a cheaper generation head)
     limit_groups: int | None = None
     output: str | None = None
     seed: int = 42
@@ -401,7 +402,7 @@ def train_simbert(config: SimBERTConfig):
     data_files["LCQMC.valid"] = valid.path
 
     keras.utils.set_random_seed(config.seed)
-    model = SimBERT.from_checkpoint(checkpoint, maxlen=config.maxlen)
+    model = SimBERT.from_checkpoint(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
     trainer = build_simbert_trainer(model, config.lr, config.weight_decay, config.jit_compile)
     batches = SimBERTBatches(model.tokenizer, groups, config.batch_size, config.maxlen)
     model_dir = os.path.join(output, "model")
@@ -458,6 +459,8 @@ def simbert_main(argv=None):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--output")
+    p.add_argument("--full-vocab", dest="simplified_vocab", action="store_false",
+                   help="keep the checkpoint's whole vocabulary (default: slim it as SimBERT did)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     args = vars(p.parse_args(argv))
     train_simbert(SimBERTConfig(**args))

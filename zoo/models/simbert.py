@@ -34,14 +34,18 @@ class SimBERT(TokenizerAssetsMixin, keras.Model):
         self._runtime = _Runtime()  # encoder / decoders built on demand (kept out of Keras' layer tracking)
 
     @classmethod
-    def from_checkpoint(cls, path, maxlen=32, keep_tokens=None, pooler_activation="linear", **backbone_kwargs):
-        """From any checkpoint zoo loads; MLM head and pooler are loaded when present (SimBERT: linear pooler)."""
+    def from_checkpoint(cls, path, maxlen=32, simplified=False, pooler_activation="linear", **backbone_kwargs):
+        """From any checkpoint zoo loads; MLM head and pooler are loaded when present (SimBERT: linear pooler).
+
+        ``simplified=True`` slims the vocabulary as the original SimBERT did (bert4keras ``load_vocab(
+        simplified=True)``: 21,128 -> ~13.6k tokens for bert-base-chinese), which makes the generation head cheaper.
+        """
         from ..checkpoints import load_backbone
         from ..tokenizer import load_tokenizer
 
-        tokenizer = load_tokenizer(path)
+        tokenizer = load_tokenizer(path, simplified=simplified)
         backbone = load_backbone(path, with_mlm=True, pooler_activation=pooler_activation,
-                                 keep_tokens=keep_tokens, **backbone_kwargs)
+                                 keep_tokens=tokenizer.keep_tokens, **backbone_kwargs)
         return cls(backbone, tokenizer, maxlen=maxlen)
 
     def get_config(self):
