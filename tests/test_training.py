@@ -129,3 +129,16 @@ def test_spearman_evaluator_callback_keeps_best(tiny_setup):
     assert history.history["val_spearman"] == callback.history
     assert callback.best == max(callback.history)
     assert evaluate_encoder(encoder, valid)[0]["spearman"] == pytest.approx(callback.best, abs=1e-3)
+
+
+def test_training_job_runs_on_jax(tiny_setup, tmp_path):
+    """The GPU path: the same job under KERAS_BACKEND=jax learns the synthetic task."""
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    cmd = [sys.executable, os.path.join(REPO, "tasks", "train_bi_encoder.py"), "--task", "LCQMC",
+           "--checkpoint", str(tiny_setup / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "1",
+           "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--output", str(tmp_path / "jax"), "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "jax" / "results.json").read_text())
+    assert results["versions"]["keras_backend"] == "jax"
+    assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 20

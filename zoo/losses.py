@@ -14,8 +14,8 @@ def l2_normalize(x, axis=-1):
 
 def pair_cosine(embeddings):
     """Cosine of rows (0, 1), (2, 3), ... of [2B, d] embeddings -> [B]."""
-    z = l2_normalize(embeddings)
-    return ops.sum(z[0::2] * z[1::2], axis=-1)
+    z = ops.reshape(l2_normalize(embeddings), (-1, 2, ops.shape(embeddings)[-1]))
+    return ops.sum(z[:, 0] * z[:, 1], axis=-1)
 
 
 def cosent_loss(labels, scores, scale=20.0):

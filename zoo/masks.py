@@ -37,5 +37,8 @@ class AttentionMask(keras.layers.Layer):
     def call(self, segment_ids):
         return unilm_mask(segment_ids) if self.kind == "unilm" else causal_mask(segment_ids)
 
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[1], input_shape[1])
+
     def get_config(self):
         return {**super().get_config(), "kind": self.kind}

@@ -173,6 +173,9 @@ class PairCosine(keras.layers.Layer):
     def call(self, embeddings):
         return pair_cosine(embeddings)
 
+    def compute_output_shape(self, input_shape):
+        return (None if input_shape[0] is None else input_shape[0] // 2,)
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class SBERTClassifier(keras.layers.Layer):
@@ -187,8 +190,12 @@ class SBERTClassifier(keras.layers.Layer):
         self.dense.build((None, 3 * input_shape[-1]))
 
     def call(self, embeddings):
-        u, v = embeddings[0::2], embeddings[1::2]
+        pairs = ops.reshape(embeddings, (-1, 2, ops.shape(embeddings)[-1]))
+        u, v = pairs[:, 0], pairs[:, 1]
         return self.dense(ops.concatenate([u, v, ops.abs(u - v)], axis=-1))
+
+    def compute_output_shape(self, input_shape):
+        return (None if input_shape[0] is None else input_shape[0] // 2, self.num_classes)
 
     def get_config(self):
         return {**super().get_config(), "num_classes": self.num_classes}

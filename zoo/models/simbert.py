@@ -146,6 +146,9 @@ class SimBERTLoss(keras.layers.Layer):
     def call(self, token_ids, segment_ids, mlm_logits, pooled):
         return ops.reshape(simbert_loss(token_ids, segment_ids, mlm_logits, pooled, self.scale), (1,))
 
+    def compute_output_shape(self, *input_shapes):
+        return (1,)
+
     def get_config(self):
         return {**super().get_config(), "scale": self.scale}
 
