@@ -12,6 +12,7 @@ from .presets import DEFAULT_PRESET, load_model, load_preset, save_preset  # noq
 from .tokenizer import Tokenizer, load_tokenizer, simplify_vocab  # noqa: E402
 from .models.bi_encoder import SentenceEncoder  # noqa: E402
 from .models.simbert import SimBERT  # noqa: E402
+from .models.cross_encoder import CrossEncoder  # noqa: E402
 
-__all__ = ["BertBackbone", "CheckpointError", "SentenceEncoder", "SimBERT", "DEFAULT_PRESET", "Tokenizer", "load_backbone", "load_model",
+__all__ = ["BertBackbone", "CheckpointError", "CrossEncoder", "SentenceEncoder", "SimBERT", "DEFAULT_PRESET", "Tokenizer", "load_backbone", "load_model",
            "load_preset", "load_tokenizer", "save_google_checkpoint", "save_preset", "simplify_vocab"]

@@ -78,3 +78,90 @@ class SpearmanEvaluator(_keras_callback_base()):
     def on_train_end(self, logs=None):
         if self.restore_best and self.best_weights is not None:
             self.encoder.set_weights(self.best_weights)
+
+
+# ---------------------------------------------------------------------------------- thresholds and accuracy
+def _check_binary(scores, labels):
+    scores, labels = _check_scores(scores, labels)
+    if not np.all(np.isin(labels, (0, 1))):
+        bad = labels[~np.isin(labels, (0, 1))][:5]
+        raise ValueError(f"accuracy needs labels in {{0, 1}}; found {bad.tolist()}")
+    return scores, labels.astype(bool)
+
+
+def accuracy(scores, labels, threshold):
+    """Share of pairs with ``(score > threshold) == label``."""
+    scores, labels = _check_binary(scores, labels)
+    return float(np.mean((scores > threshold) == labels))
+
+
+def _sweep_table(scores, labels):
+    """Candidate thresholds (below the minimum, then midpoints between neighbouring distinct scores, then the
+    maximum) and the accuracy / TP / FP of ``score > t`` for each, in one sorted pass."""
+    order = np.argsort(scores, kind="stable")
+    s, y = scores[order], labels[order]
+    distinct = np.flatnonzero(np.diff(s) > 0)  # split after these sorted positions
+    cuts = np.concatenate([[-1], distinct, [len(s) - 1]])  # rows 0..cut are predicted negative
+    thresholds = np.concatenate([[s[0] - 1.0], (s[distinct] + s[distinct + 1]) / 2, [s[-1]]])
+    pos_total = y.sum()
+    neg_below = np.concatenate([[0], np.cumsum(~y)])[cuts + 1]
+    pos_below = np.concatenate([[0], np.cumsum(y)])[cuts + 1]
+    tp = pos_total - pos_below
+    fp = (len(y) - pos_total) - neg_below
+    acc = (neg_below + tp) / len(y)
+    return thresholds, acc, tp, fp
+
+
+def best_threshold(scores, labels, method="sweep"):
+    """Threshold t maximising the accuracy of ``score > t`` -> (t, accuracy). Fit on valid, apply to test.
+
+    sweep (default): exact. Sort once and evaluate every midpoint between neighbouring distinct scores (plus
+    "all positive" = min - 1 and "all negative" = max): O(n log n). Ties in accuracy go to the lowest threshold.
+    bisect: the binary search of the user's card. It walks the sorted candidates towards the side where accuracy
+    rises, assuming accuracy(t) is unimodal; on a plateau or with several local maxima (overlapping classes,
+    multi-modal scores) it can stop at a local optimum and miss the best threshold. O(n log n).
+    powell: bojone/CoSENT's scipy Powell search on tanh(x) from x = 1 (threshold in (-1, 1)), for parity with
+    the published numbers; it can stop at local optima of the step function too.
+    Single-class labels give the trivial threshold (all positive or all negative, accuracy 1.0); empty input,
+    length mismatch, NaN scores or labels outside {0, 1} raise ValueError.
+    """
+    scores, labels = _check_binary(scores, labels)
+    thresholds, acc, _, _ = _sweep_table(scores, labels)
+    if method == "sweep":
+        i = int(np.argmax(acc))
+        return float(thresholds[i]), float(acc[i])
+    if method == "bisect":
+        lo, hi = 0, len(thresholds) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if acc[mid] < acc[mid + 1]:
+                lo = mid + 1
+            else:
+                hi = mid
+        return float(thresholds[lo]), float(acc[lo])
+    if method == "powell":
+        from scipy.optimize import minimize
+
+        res = minimize(lambda x: -np.mean((scores > np.tanh(x[0])) == labels), x0=[1.0], method="Powell")
+        t = float(np.tanh(res.x[0]))
+        return t, float(np.mean((scores > t) == labels))
+    raise ValueError(f"method must be 'sweep', 'bisect' or 'powell', got {method!r}")
+
+
+def best_f1_threshold(scores, labels):
+    """Threshold maximising F1 of the positive class -> (t, f1), by the same exact sweep."""
+    scores, labels = _check_binary(scores, labels)
+    thresholds, _, tp, fp = _sweep_table(scores, labels)
+    fn = labels.sum() - tp
+    f1 = np.where(tp > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0)
+    i = int(np.argmax(f1))
+    return float(thresholds[i]), float(f1[i])
+
+
+def bootstrap_accuracy_ci(scores, labels, threshold, n_boot=1000, seed=0, alpha=0.05):
+    """Percentile bootstrap (1 - alpha) interval of accuracy at a fixed threshold -> (low, high)."""
+    scores, labels = _check_binary(scores, labels)
+    correct = ((scores > threshold) == labels).astype("float64")
+    rng = np.random.default_rng(seed)
+    means = correct[rng.integers(0, len(correct), (n_boot, len(correct)))].mean(1)
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))

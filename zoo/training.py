@@ -48,20 +48,23 @@ class TrainConfig:
 
 # ---------------------------------------------------------------------------------- batches
 class PairBatches:
-    """Interleaved pair rows [a1, b1, a2, b2, ...] -> (inputs [2B, T], labels [B]), shuffled per epoch.
+    """Interleaved pair rows [a1, b1, a2, b2, ...] -> (inputs [2B, T], labels [B]), shuffled per epoch; with
+    ``joint=True`` one row ``[CLS] a [SEP] b [SEP]`` per pair (cross-encoders) -> (inputs [B, T], labels [B]).
 
     Texts are tokenised once; each batch is padded to a multiple of 8 tokens. The order of epoch ``e`` is a
     fixed function of (seed, e), so a resumed run sees the same batches.
     """
 
-    def __init__(self, tokenizer, dataset, batch_size, maxlen, labels=None, length_buckets=True):
+    def __init__(self, tokenizer, dataset, batch_size, maxlen, labels=None, length_buckets=True, joint=False,
+                 zero_segments=False):
         self.tokenizer, self.batch_size, self.maxlen = tokenizer, batch_size, maxlen
-        self.length_buckets = length_buckets
+        self.length_buckets, self.joint, self.zero_segments = length_buckets, joint, zero_segments
         self.pieces_a = tokenizer.piece_ids(dataset.texts_a)
         self.pieces_b = tokenizer.piece_ids(dataset.texts_b)
         self.labels = dataset.labels if labels is None else labels
         self.n = len(self.labels)
-        self.lengths = np.array([max(len(a), len(b)) for a, b in zip(self.pieces_a, self.pieces_b)])
+        self.lengths = np.array([len(a) + len(b) if joint else max(len(a), len(b))
+                                 for a, b in zip(self.pieces_a, self.pieces_b)])
 
     def __len__(self):
         return math.ceil(self.n / self.batch_size)
@@ -90,8 +93,12 @@ class PairBatches:
             index = batches[step]
             rows = []
             for i in index:
-                rows.append(self.tokenizer._assemble(self.pieces_a[i], None, self.maxlen))
-                rows.append(self.tokenizer._assemble(self.pieces_b[i], None, self.maxlen))
+                if self.joint:  # cross-encoder: one row [CLS] a [SEP] b [SEP]
+                    ids, segments = self.tokenizer._assemble(self.pieces_a[i], self.pieces_b[i], self.maxlen)
+                    rows.append((ids, [0] * len(ids) if self.zero_segments else segments))
+                else:  # bi-encoder: rows a_i, b_i interleaved
+                    rows.append(self.tokenizer._assemble(self.pieces_a[i], None, self.maxlen))
+                    rows.append(self.tokenizer._assemble(self.pieces_b[i], None, self.maxlen))
             yield step, self.tokenizer.pad(rows, pad_to=batch_length(rows, self.maxlen)), self.labels[index]
 
 
@@ -464,3 +471,109 @@ def simbert_main(argv=None):
     p.add_argument("--no-progress", dest="progress", action="store_false")
     args = vars(p.parse_args(argv))
     train_simbert(SimBERTConfig(**args))
+
+
+# ---------------------------------------------------------------------------------- cross-encoders
+@dataclasses.dataclass
+class CrossConfig:
+    task: str = "LCQMC"
+    head: str = "softmax"  # softmax (CE) | cosent (Dense(1) + CoSENT ranking loss, CoSENT 三)
+    checkpoint: str | None = None
+    data_dir: str | None = None
+    epochs: int = 1
+    batch_size: int = 32
+    maxlen: int = 128
+    lr: float = 2e-5
+    zero_segments: bool = False  # bojone's interact.py sets every segment id to 0
+    limit_train: int | None = None
+    output: str | None = None
+    seed: int = 42
+    save_every: int = 500
+    jit_compile: bool = True
+    length_buckets: bool = True
+    progress: bool = True
+
+
+def train_cross_encoder(config: CrossConfig):
+    """Train a CrossEncoder; the best epoch by valid accuracy (threshold fitted on valid by exact sweep) is kept
+    in OUTPUT/model; results.json has valid/test accuracy at that threshold and test Spearman of the scores."""
+    import keras
+
+    from .evaluation import accuracy, best_threshold, spearman
+    from .losses import CoSENTLoss
+    from .models.cross_encoder import CrossEncoder
+    from .presets import DEFAULT_PRESET
+
+    t0 = time.time()
+    checkpoint = config.checkpoint or DEFAULT_PRESET
+    output = config.output or os.path.join("runs", f"{config.task}_cross_{config.head}")
+    os.makedirs(output, exist_ok=True)
+    data_dir = resolve_data_dir(config.task, config.data_dir)
+    data = {split: load_task(config.task, split, data_dir) for split in ("train", "valid", "test")}
+    data["train"] = data["train"].head(config.limit_train)
+    keras.utils.set_random_seed(config.seed)
+    model = CrossEncoder.from_checkpoint(checkpoint, head=config.head, maxlen=config.maxlen,
+                                         zero_segments=config.zero_segments)
+    loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True) if config.head == "softmax"
+            else CoSENTLoss(scale=1.0))
+    from .models.bi_encoder import backbone_inputs
+
+    inputs = backbone_inputs()
+    trainer = keras.Model(inputs, model(inputs), name="cross_encoder_trainer")  # the model itself stays uncompiled
+    trainer.compile(optimizer=keras.optimizers.Adam(config.lr), loss=loss, jit_compile=config.jit_compile)
+    labels = data["train"].labels.astype("int32" if config.head == "softmax" else "float32")
+    batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
+                          config.length_buckets, joint=True, zero_segments=config.zero_segments)
+    model_dir = os.path.join(output, "model")
+
+    def scores(split):
+        return model.predict(list(zip(data[split].texts_a, data[split].texts_b)), batch_size=128)
+
+    def evaluate():
+        return 100 * best_threshold(scores("valid"), data["valid"].labels)[1]
+
+    def save_best(epoch, value):
+        model.save(model_dir, metadata={"task": config.task, "head": config.head, "epoch": epoch,
+                                        "valid_accuracy": value})
+
+    state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), config.epochs, config.seed, evaluate,
+                       save_best, save_every=config.save_every, show_progress=config.progress,
+                       metric="valid_accuracy")
+    model = CrossEncoder.load(model_dir)
+    valid_scores, test_scores = scores("valid"), scores("test")
+    threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
+    results = {
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
+        "versions": versions(),
+        "data_files": {split: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d)}
+                       for split, d in data.items()},
+        "epochs": state["history"], "best_epoch": state["best"]["epoch"],
+        "threshold": threshold, "valid_accuracy": 100 * valid_acc,
+        "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
+        "test_spearman": 100 * spearman(test_scores, data["test"].labels),
+        "train_seconds": state["train_seconds"], "seconds": time.time() - t0,
+    }
+    write_json_atomic(os.path.join(output, "results.json"), results)
+    table = ("| task | head | valid acc | threshold | test acc | test Spearman |\n|---|---|---|---|---|---|\n"
+             f"| {config.task} | {config.head} | {results['valid_accuracy']:.2f} | {threshold:.4f} | "
+             f"{results['test_accuracy']:.2f} | {results['test_spearman']:.2f} |\n")
+    write_text_atomic(os.path.join(output, "results.md"), table)
+    print(table, file=sys.stderr)
+    return results
+
+
+def cross_main(argv=None):
+    p = argparse.ArgumentParser(description="Train a cross-encoder (interaction-based matcher).")
+    d = CrossConfig()
+    p.add_argument("--task", choices=TASKS, default=d.task)
+    p.add_argument("--head", choices=("softmax", "cosent"), default=d.head)
+    p.add_argument("--checkpoint")
+    p.add_argument("--data-dir")
+    for name in ("epochs", "batch_size", "maxlen", "limit_train", "seed", "save_every"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--zero-segments", action="store_true", help="all segment ids 0, as bojone's interact.py")
+    p.add_argument("--output")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    train_cross_encoder(CrossConfig(**vars(p.parse_args(argv))))

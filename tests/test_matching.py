@@ -1,0 +1,150 @@
+"""Threshold selection, accuracy intervals and cross-encoders."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import zoo
+from conftest import synthetic_vocab
+from zoo.evaluation import accuracy, best_f1_threshold, best_threshold, bootstrap_accuracy_ci
+
+
+def brute_force(scores, labels):
+    s = np.unique(scores)
+    candidates = np.concatenate([[s[0] - 1.0], (s[:-1] + s[1:]) / 2, [s[-1]]])
+    accs = [np.mean((scores > t) == labels) for t in candidates]
+    return candidates[int(np.argmax(accs))], max(accs)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sweep_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    labels = rng.integers(0, 2, n)
+    scores = np.round(rng.normal(labels * 0.3, 0.5), 1 if seed % 2 else 6)  # odd seeds: many ties
+    t, acc = best_threshold(scores, labels)
+    bt, bacc = brute_force(scores, labels)
+    assert acc == pytest.approx(bacc) and t == pytest.approx(bt)
+    assert accuracy(scores, labels, t) == pytest.approx(acc)
+
+
+def test_methods_agree_on_separated_data():
+    rng = np.random.default_rng(0)
+    labels = np.repeat([0, 1], 200)
+    scores = np.concatenate([rng.uniform(-0.9, 0.1, 200), rng.uniform(0.4, 0.95, 200)])
+    results = {m: best_threshold(scores, labels, m) for m in ("sweep", "bisect", "powell")}
+    for t, acc in results.values():
+        assert acc == 1.0 and 0.1 <= t < 0.4
+
+
+def test_bisect_can_miss_the_optimum():
+    # accuracy has two local maxima: bisection (documented as unimodal-only) stops at the worse one
+    labels = np.array([0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1])
+    scores = np.arange(len(labels), dtype=float)
+    t_sweep, acc_sweep = best_threshold(scores, labels, "sweep")
+    t_bisect, acc_bisect = best_threshold(scores, labels, "bisect")
+    assert (t_sweep, acc_sweep) == (0.5, pytest.approx(8 / 12))
+    assert acc_bisect == pytest.approx(7 / 12)
+
+
+def test_edge_cases():
+    assert best_threshold([0.2, 0.5], [1, 1]) == (pytest.approx(-0.8), 1.0)  # all positive
+    t, acc = best_threshold([0.2, 0.5], [0, 0])
+    assert acc == 1.0 and not any(np.array([0.2, 0.5]) > t)
+    t, acc = best_threshold([0.3, 0.3, 0.3], [0, 1, 1])  # all tied: one split only
+    assert acc == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="no scores"):
+        best_threshold([], [])
+    with pytest.raises(ValueError, match="3 scores but 2 labels"):
+        best_threshold([1, 2, 3], [0, 1])
+    with pytest.raises(ValueError, match="NaN"):
+        best_threshold([0.1, float("nan")], [0, 1])
+    with pytest.raises(ValueError, match="labels in"):
+        best_threshold([0.1, 0.2], [0, 3])
+    with pytest.raises(ValueError, match="method"):
+        best_threshold([0.1, 0.2], [0, 1], "newton")
+
+
+def test_f1_threshold_and_bootstrap():
+    scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    labels = np.array([0, 1, 0, 1, 1, 1])
+    t, f1 = best_f1_threshold(scores, labels)
+    best = max((2 * np.sum((scores > c) & (labels == 1)) /
+                (np.sum(scores > c) + labels.sum()), c) for c in [0.0, 0.15, 0.25, 0.35, 0.45, 0.55, 0.6])
+    assert f1 == pytest.approx(best[0])
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 2000)
+    scores = labels + rng.normal(0, 0.8, 2000)
+    lo, hi = bootstrap_accuracy_ci(scores, labels, 0.5)
+    acc = accuracy(scores, labels, 0.5)
+    assert lo < acc < hi and hi - lo < 0.06
+
+
+@pytest.fixture(scope="module")
+def cross():
+    import keras
+
+    keras.utils.set_random_seed(0)
+    tok = zoo.Tokenizer(synthetic_vocab())
+    bb = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=128, dropout=0.0)
+    return zoo.CrossEncoder(bb, tok, maxlen=32)
+
+
+def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
+    import keras
+
+    pairs = [("今天天气很好", "今天天气不错"), ("我们", "他们在中国说的话" * 3), ("hello", "world")]
+    scores = cross.predict(pairs, batch_size=2)
+    assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
+    one_by_one = np.array([cross.predict([p])[0] for p in pairs])
+    np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
+    cross.save(tmp_path / "ce")
+    np.testing.assert_allclose(zoo.CrossEncoder.load(tmp_path / "ce").predict(pairs), scores, atol=1e-6)
+    cross.save(str(tmp_path / "ce.keras"))
+    np.testing.assert_allclose(keras.saving.load_model(str(tmp_path / "ce.keras")).predict(pairs), scores, atol=1e-6)
+    with pytest.raises(ValueError, match="pair 1"):
+        cross.predict([("好", "好"), ("", "好")])
+
+
+def test_zero_segments_option(cross):
+    rows = cross.encode_pairs(["今天"], ["天气"])
+    assert rows[0][1] == [0, 0, 0, 0, 1, 1, 1]
+    cross.zero_segments = True
+    try:
+        assert cross.encode_pairs(["今天"], ["天气"])[0][1] == [0] * 7
+    finally:
+        cross.zero_segments = False
+
+
+@pytest.mark.parametrize("head", ["softmax", "cosent"])
+def test_cross_encoder_job_learns(tmp_path, head):
+    """A signal a tiny cross-encoder learns in a few steps: the pair is "similar" when b is written with the first
+    half of the character set (the job's plumbing is what is tested here)."""
+    import keras
+
+    from conftest import CJK_CHARS
+    from zoo.training import CrossConfig, train_cross_encoder
+
+    chars = list(dict.fromkeys(CJK_CHARS))[:160]
+    halves = chars[:80], chars[80:]
+    rng = np.random.default_rng(0)
+    (tmp_path / "data").mkdir()
+    for split, n in (("train", 960), ("valid", 200), ("test", 200)):
+        with open(tmp_path / "data" / f"LCQMC.{split}.data", "w", encoding="utf-8") as f:
+            for i in range(n):
+                label = i % 2
+                a = "".join(rng.choice(chars, 6))
+                b = "".join(rng.choice(halves[0 if label else 1], 6))
+                f.write(f"{a}\t{b}\t{label}\n")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
+    keras.utils.set_random_seed(1)
+    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0),
+                    zoo.Tokenizer(vocab), tmp_path / "preset")
+    results = train_cross_encoder(CrossConfig(task="LCQMC", head=head, checkpoint=str(tmp_path / "preset"),
+                                              data_dir=str(tmp_path / "data"), epochs=2, batch_size=16, maxlen=32,
+                                              lr=1e-3, output=str(tmp_path / "run"), progress=False,
+                                              jit_compile=False))
+    accs = [e["valid_accuracy"] for e in results["epochs"]]
+    assert max(accs[1:]) > accs[0] + 15, accs
+    assert results["test_accuracy"] > 80 and results["test_spearman"] > 50
