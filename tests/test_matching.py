@@ -148,3 +148,39 @@ def test_cross_encoder_job_learns(tmp_path, head):
     accs = [e["valid_accuracy"] for e in results["epochs"]]
     assert max(accs[1:]) > accs[0] + 15, accs
     assert results["test_accuracy"] > 80 and results["test_spearman"] > 50
+
+
+def test_compare_matching_end_to_end(tmp_path):
+    """Two tasks (PAWSX as transfer from LCQMC) -> table with intervals, JSON, PNGs."""
+    import json
+    import shutil
+
+    import keras
+
+    from conftest import CJK_CHARS
+    from test_training import write_synthetic_task
+    from zoo.reports import CompareConfig, compare_matching
+
+    data = tmp_path / "data"
+    write_synthetic_task(str(data), sizes=(320, 120, 120))
+    for split in ("valid", "test"):
+        shutil.copy(data / f"LCQMC.{split}.data", data / f"PAWSX.{split}.data")
+    chars = list(dict.fromkeys(CJK_CHARS))[:160]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
+    keras.utils.set_random_seed(1)
+    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0),
+                    zoo.Tokenizer(vocab), tmp_path / "preset")
+    out = tmp_path / "compare"
+    compare_matching(CompareConfig(tasks=("LCQMC", "PAWSX"), checkpoint=str(tmp_path / "preset"),
+                                   data_dir=str(data), output=str(out), bi_lr=2e-3, cross_lr=1e-3, progress=False))
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["rows"]) == 6
+    for row in results["rows"]:
+        low, high = row["test_accuracy_ci95"]
+        assert low <= row["test_accuracy"] <= high
+    assert {r["trained_on"] for r in results["rows"] if r["task"] == "PAWSX"} == {"LCQMC"}
+    assert not (out / "PAWSX").exists()  # no PAWSX training: the LCQMC models were reused
+    for name in ("LCQMC_scores.png", "LCQMC_threshold.png", "PAWSX_scores.png", "PAWSX_threshold.png"):
+        assert (out / name).stat().st_size > 10_000
+    table = (out / "results.md").read_text()
+    assert "PAWSX (transfer from LCQMC)" in table and "Interact (cross-encoder) accuracy" in table

@@ -1,0 +1,165 @@
+"""Representation vs interaction (CoSENT 二): train or load a CoSENT bi-encoder, a Sentence-BERT bi-encoder and a
+cross-encoder per task on one backbone, fit each threshold on valid, report test accuracy (bootstrap 95% interval)
+and Spearman, and draw score histograms and accuracy-vs-threshold curves."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+import numpy as np
+
+from .data import load_task, sha256_of
+from .evaluation import accuracy, best_threshold, bootstrap_accuracy_ci, spearman
+from .utils import versions, write_json_atomic, write_text_atomic
+
+MODELS = ("cosent", "sbert", "interact")
+TRANSFER_FROM = {"PAWSX": "LCQMC"}  # no train split here: evaluate models trained on LCQMC
+
+
+@dataclasses.dataclass
+class CompareConfig:
+    tasks: tuple = ("LCQMC", "BQ", "ATEC", "PAWSX")
+    checkpoint: str | None = None
+    data_dir: str | None = None
+    output: str = "runs/compare"
+    epochs: int = 1
+    bi_lr: float = 1e-4
+    cross_lr: float = 5e-5
+    limit_train: int | None = None
+    seed: int = 42
+    progress: bool = True
+
+
+def _train(task, model, config):
+    """Train (or, when its run folder is complete, reload) one model; returns a callable pairs -> scores."""
+    from .models.bi_encoder import SentenceEncoder
+    from .models.cross_encoder import CrossEncoder
+    from .training import CrossConfig, TrainConfig, train_bi_encoder, train_cross_encoder
+
+    folder = os.path.join(config.output, task, model)
+    common = dict(task=task, checkpoint=config.checkpoint, data_dir=config.data_dir, epochs=config.epochs,
+                  limit_train=config.limit_train, output=folder, seed=config.seed, progress=config.progress)
+    if model == "interact":
+        train_cross_encoder(CrossConfig(lr=config.cross_lr, **common))
+        ce = CrossEncoder.load(os.path.join(folder, "model"))
+        return lambda a, b: ce.predict(list(zip(a, b)), batch_size=128)
+    train_bi_encoder(TrainConfig(objective=model, lr=config.bi_lr, **common))
+    enc = SentenceEncoder.load(os.path.join(folder, "model"))
+    return lambda a, b: enc.similarity_pairwise(a, b, batch_size=128)
+
+
+def compare_matching(config: CompareConfig):
+    from .training import resolve_data_dir
+
+    t0 = time.time()
+    os.makedirs(config.output, exist_ok=True)
+    rows, files, scorers = [], {}, {}
+    for task in config.tasks:
+        source = TRANSFER_FROM.get(task, task)
+        data_dir = resolve_data_dir(task, config.data_dir)
+        valid, test = load_task(task, "valid", data_dir), load_task(task, "test", data_dir)
+        files[task] = {s: {"path": d.path, "sha256": sha256_of(d.path)} for s, d in (("valid", valid), ("test", test))}
+        curves = {}
+        for model in MODELS:
+            key = (source, model)
+            if key not in scorers:
+                scorers[key] = _train(source, model, config)
+            v = scorers[key](valid.texts_a, valid.texts_b)
+            s = scorers[key](test.texts_a, test.texts_b)
+            threshold, valid_acc = best_threshold(v, valid.labels)
+            powell_t, _ = best_threshold(v, valid.labels, "powell")
+            low, high = bootstrap_accuracy_ci(s, test.labels, threshold)
+            row = {"task": task, "model": model, "trained_on": source, "threshold": threshold,
+                   "valid_accuracy": 100 * valid_acc, "test_accuracy": 100 * accuracy(s, test.labels, threshold),
+                   "test_accuracy_ci95": [100 * low, 100 * high],
+                   "test_accuracy_powell_threshold": 100 * accuracy(s, test.labels, powell_t),
+                   "test_spearman": 100 * spearman(s, test.labels)}
+            rows.append(row)
+            curves[model] = (v, valid.labels, s, test.labels, threshold)
+            print(f"[zoo] {task} {model}: test acc {row['test_accuracy']:.2f} "
+                  f"[{row['test_accuracy_ci95'][0]:.2f}, {row['test_accuracy_ci95'][1]:.2f}]", file=sys.stderr)
+        plot_task(task, curves, config.output)
+    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+               "config": dataclasses.asdict(config), "versions": versions(), "data_files": files, "rows": rows,
+               "seconds": time.time() - t0}
+    write_json_atomic(os.path.join(config.output, "results.json"), results)
+    table = comparison_table(rows, config.tasks)
+    write_text_atomic(os.path.join(config.output, "results.md"), table)
+    print(table, file=sys.stderr)
+    return results
+
+
+def comparison_table(rows, tasks):
+    """Test accuracy (95% CI) per model and task, then Spearman, in the shape of methods.md §5.5."""
+    names = {"cosent": "CoSENT", "sbert": "Sentence-BERT", "interact": "Interact (cross-encoder)"}
+    head = "| model | " + " | ".join(f"{t}{' (transfer from LCQMC)' if t in TRANSFER_FROM else ''}" for t in tasks)
+    lines = [head + " | avg |", "|---" * (len(tasks) + 2) + "|"]
+    for metric in ("test_accuracy", "test_spearman"):
+        for model in MODELS:
+            cells, values = [], []
+            for task in tasks:
+                r = next(r for r in rows if r["task"] == task and r["model"] == model)
+                values.append(r[metric])
+                ci = r["test_accuracy_ci95"]
+                cells.append(f"{r[metric]:.2f} [{ci[0]:.1f}, {ci[1]:.1f}]" if metric == "test_accuracy"
+                             else f"{r[metric]:.2f}")
+            label = names[model] + (" accuracy" if metric == "test_accuracy" else " Spearman")
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(values):.2f} |")
+    return "\n".join(lines) + "\n\nAccuracy: threshold fitted on valid (exact sweep), applied to test; [95% bootstrap].\n"
+
+
+def plot_task(task, curves, output):
+    """{task}_scores.png (test score histograms by label, threshold marked) and {task}_threshold.png (accuracy
+    vs threshold on valid and test)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
+    for ax, (model, (_, _, s, y, t)) in zip(np.atleast_1d(axes), curves.items()):
+        bins = np.linspace(min(s.min(), t), max(s.max(), t), 50)
+        ax.hist(s[y == 1], bins, alpha=0.6, label="similar (1)")
+        ax.hist(s[y == 0], bins, alpha=0.6, label="not similar (0)")
+        ax.axvline(t, color="k", ls="--", label=f"threshold {t:.3f}")
+        ax.set_title(f"{task} test: {model}")
+        ax.set_xlabel("score")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(output, f"{task}_scores.png"), dpi=110)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
+    for ax, (model, (v, vy, s, y, t)) in zip(np.atleast_1d(axes), curves.items()):
+        grid = np.linspace(min(v.min(), s.min()), max(v.max(), s.max()), 200)
+        ax.plot(grid, [np.mean((v > g) == (vy == 1)) for g in grid], label="valid")
+        ax.plot(grid, [np.mean((s > g) == (y == 1)) for g in grid], label="test")
+        ax.axvline(t, color="k", ls="--", label="fitted on valid")
+        ax.set_title(f"{task}: {model}")
+        ax.set_xlabel("threshold")
+        ax.set_ylabel("accuracy")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(output, f"{task}_threshold.png"), dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = CompareConfig()
+    p.add_argument("--tasks", default=",".join(d.tasks), help="comma-separated: LCQMC,BQ,ATEC,PAWSX")
+    p.add_argument("--checkpoint")
+    p.add_argument("--data-dir")
+    p.add_argument("--output", default=d.output)
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--bi-lr", type=float, default=d.bi_lr)
+    p.add_argument("--cross-lr", type=float, default=d.cross_lr)
+    p.add_argument("--limit-train", type=int)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    args = vars(p.parse_args(argv))
+    args["tasks"] = tuple(t.strip() for t in args["tasks"].split(",") if t.strip())
+    compare_matching(CompareConfig(**args))
