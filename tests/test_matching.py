@@ -184,3 +184,47 @@ def test_compare_matching_end_to_end(tmp_path):
         assert (out / name).stat().st_size > 10_000
     table = (out / "results.md").read_text()
     assert "PAWSX (transfer from LCQMC)" in table and "Interact (cross-encoder) accuracy" in table
+
+
+def test_distill_targets_anneal_and_job_runs(tmp_path):
+    """lambda goes 0 -> 1 over all steps: first batch = teacher probabilities, last batch = gold one-hot."""
+    import json
+
+    import keras
+
+    from conftest import CJK_CHARS
+    from test_training import write_synthetic_task
+    from zoo.data import load_task
+    from zoo.training import (CrossConfig, DistillBatches, DvBERTConfig, PairBatches, train_cross_encoder,
+                              train_dvbert)
+
+    data = tmp_path / "data"
+    write_synthetic_task(str(data), sizes=(96, 60, 60))
+    chars = list(dict.fromkeys(CJK_CHARS))[:160]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
+    tok = zoo.Tokenizer(vocab)
+    train = load_task("LCQMC", "train", str(data))
+    probs = np.random.default_rng(0).dirichlet([1, 1], size=(len(train), 2)).astype("float32")
+    batches = DistillBatches(PairBatches(tok, train, 16, 16, np.arange(len(train), dtype="float32")),
+                             train.labels, probs, epochs=2)
+    first = next(iter(batches.epoch(0, 0)))
+    last = list(batches.epoch(0, 1))[-1]
+    order = batches.pairs.epoch_batches(0, 0)[0]
+    np.testing.assert_allclose(first[2], probs[order], atol=1e-6)
+    last_index = batches.pairs.epoch_batches(0, 1)[-1]
+    np.testing.assert_allclose(last[2], np.eye(2)[train.labels[last_index].astype(int)][:, None, :].repeat(2, 1),
+                               atol=1e-6)
+
+    keras.utils.set_random_seed(1)
+    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0), tok,
+                    tmp_path / "preset")
+    train_cross_encoder(CrossConfig(checkpoint=str(tmp_path / "preset"), data_dir=str(data), maxlen=32,
+                                    output=str(tmp_path / "teacher"), progress=False, jit_compile=False))
+    results = train_dvbert(DvBERTConfig(teachers=(str(tmp_path / "teacher" / "model"),) * 2,
+                                        checkpoint=str(tmp_path / "preset"), data_dir=str(data), epochs=2,
+                                        maxlen=16, lr=2e-3, output=str(tmp_path / "dv"), progress=False,
+                                        jit_compile=False))
+    assert [e["epoch"] for e in results["epochs"]] == [0, 1, 2]
+    assert json.loads((tmp_path / "dv" / "results.json").read_text())["test_accuracy"] == results["test_accuracy"]
+    student = zoo.SentenceEncoder.load(tmp_path / "dv" / "model")
+    assert student.pooling == "mean"

@@ -77,3 +77,19 @@ class CosineMSELoss(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         return cosine_mse_loss(y_true, y_pred)
+
+
+def soft_target_cross_entropy(targets, logits):
+    """Cross-entropy of ``logits`` [B, C] against soft targets [B, T, C] of T teachers, summed over teachers
+    (DvBERT with several teachers), mean over the batch."""
+    logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    return ops.mean(-ops.sum(ops.cast(targets, "float32") * logp[:, None, :], axis=(1, 2)))
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class SoftTargetLoss(keras.losses.Loss):
+    def __init__(self, name="soft_target_ce", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        return soft_target_cross_entropy(y_true, y_pred)

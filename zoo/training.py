@@ -17,6 +17,7 @@ import shutil
 import sys
 import time
 
+import keras
 import numpy as np
 
 from .data import TASKS, load_task, sha256_of, task_file
@@ -577,3 +578,158 @@ def cross_main(argv=None):
     p.add_argument("--output")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     train_cross_encoder(CrossConfig(**vars(p.parse_args(argv))))
+
+
+# ---------------------------------------------------------------------------------- DvBERT distillation
+@keras.saving.register_keras_serializable(package="zoo")
+class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
+    """Learning rate: linear warm-up to ``peak`` over ``warmup`` steps, then linear decay to 0 at ``total``."""
+
+    def __init__(self, peak, warmup, total):
+        self.peak, self.warmup, self.total = peak, warmup, total
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        up = step / max(self.warmup, 1)
+        down = (self.total - step) / max(self.total - self.warmup, 1)
+        return self.peak * keras.ops.maximum(keras.ops.minimum(up, down), 0.0)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
+
+
+class DistillBatches:
+    """PairBatches whose labels are teacher-annealed targets: lambda = global step / total steps,
+    target_t = lambda * onehot(gold) + (1 - lambda) * p_teacher_t, shape [B, teachers, 2] (Clark et al. 2019)."""
+
+    def __init__(self, pairs, gold, teacher_probs, epochs):
+        self.pairs, self.gold, self.teacher_probs = pairs, gold.astype("int64"), teacher_probs
+        self.n, self.total = pairs.n, epochs * len(pairs)
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def epoch(self, seed, epoch, start_step=0):
+        onehot = np.eye(2, dtype="float32")
+        for step, x, index in self.pairs.epoch(seed, epoch, start_step):
+            lam = (epoch * len(self.pairs) + step) / max(self.total - 1, 1)
+            index = index.astype("int64")
+            targets = lam * onehot[self.gold[index]][:, None, :] + (1 - lam) * self.teacher_probs[index]
+            yield step, x, targets.astype("float32")
+
+
+@dataclasses.dataclass
+class DvBERTConfig:
+    task: str = "LCQMC"
+    teachers: tuple = ()  # trained CrossEncoder presets (softmax head)
+    checkpoint: str | None = None  # the student's starting checkpoint
+    data_dir: str | None = None
+    pooling: str = "mean"
+    epochs: int = 4
+    batch_size: int = 16
+    maxlen: int = 64
+    lr: float = 2e-5
+    warmup: float = 0.1
+    limit_train: int | None = None
+    output: str | None = None
+    seed: int = 42
+    save_every: int = 500
+    jit_compile: bool = True
+    progress: bool = True
+
+
+def train_dvbert(config: DvBERTConfig):
+    """DvBERT: a siamese student (SBERT softmax head on [u; v; |u-v|]) learns from cross-encoder teachers with
+    teacher annealing. Choices (methods.md §7.2, open there): one shared classifier for all teachers; the losses
+    of the teachers are summed; distillation temperature 1; binary tasks only. The student is a SentenceEncoder."""
+    import keras
+
+    from .evaluation import accuracy, best_threshold, evaluate_encoder
+    from .losses import SoftTargetLoss
+    from .models.bi_encoder import SentenceEncoder, build_pair_trainer
+    from .models.cross_encoder import CrossEncoder
+    from .presets import DEFAULT_PRESET
+
+    if not config.teachers:
+        raise ValueError("DvBERT needs at least one trained cross-encoder teacher (--teacher PATH)")
+    t0 = time.time()
+    checkpoint = config.checkpoint or DEFAULT_PRESET
+    output = config.output or os.path.join("runs", f"{config.task}_dvbert")
+    os.makedirs(output, exist_ok=True)
+    data_dir = resolve_data_dir(config.task, config.data_dir)
+    data = {split: load_task(config.task, split, data_dir) for split in ("train", "valid", "test")}
+    data["train"] = data["train"].head(config.limit_train)
+    if not np.all(np.isin(data["train"].labels, (0, 1))):
+        raise ValueError(f"DvBERT here handles binary labels; {config.task} train has other values")
+    train_pairs = list(zip(data["train"].texts_a, data["train"].texts_b))
+    probs = []
+    for path in config.teachers:
+        teacher = CrossEncoder.load(path)
+        if teacher.head != "softmax":
+            raise ValueError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
+        p1 = teacher.predict(train_pairs, batch_size=128, show_progress_bar=config.progress)
+        probs.append(np.stack([1 - p1, p1], axis=1))
+        print(f"[zoo] teacher {path}: train accuracy {100 * np.mean((p1 > 0.5) == data['train'].labels):.2f}",
+              file=sys.stderr)
+    teacher_probs = np.stack(probs, axis=1).astype("float32")  # [N, teachers, 2]
+
+    keras.utils.set_random_seed(config.seed)
+    student = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
+                        np.arange(len(data["train"]), dtype="float32"))
+    batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs)
+    trainer = build_pair_trainer(student, "sbert")
+    schedule = WarmupLinear(config.lr, int(config.warmup * batches.total), batches.total)
+    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=SoftTargetLoss(), jit_compile=config.jit_compile)
+    model_dir = os.path.join(output, "model")
+
+    def evaluate():
+        return evaluate_encoder(student, data["valid"], 128)[0]["spearman"]
+
+    def save_best(epoch, value):
+        student.save(model_dir, metadata={"job": "dvbert", "teachers": list(config.teachers), "epoch": epoch})
+
+    state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), config.epochs, config.seed, evaluate,
+                       save_best, save_every=config.save_every, show_progress=config.progress)
+    best = SentenceEncoder.load(model_dir)
+    valid, valid_scores = evaluate_encoder(best, data["valid"], 128)
+    test, test_scores = evaluate_encoder(best, data["test"], 128)
+    threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
+    results = {
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
+        "versions": versions(),
+        "data_files": {s: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path)} for s, d in data.items()},
+        "epochs": state["history"], "best_epoch": state["best"]["epoch"],
+        "valid_spearman": valid["spearman"], "test_spearman": test["spearman"],
+        "threshold": threshold, "valid_accuracy": 100 * valid_acc,
+        "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
+        "train_seconds": state["train_seconds"], "seconds": time.time() - t0,
+    }
+    write_json_atomic(os.path.join(output, "results.json"), results)
+    table = ("| task | student | teachers | test Spearman | test accuracy |\n|---|---|---|---|---|\n"
+             f"| {config.task} | DvBERT ({config.pooling}) | {len(config.teachers)} | {results['test_spearman']:.2f} | "
+             f"{results['test_accuracy']:.2f} |\n")
+    write_text_atomic(os.path.join(output, "results.md"), table)
+    print(table, file=sys.stderr)
+    return results
+
+
+def dvbert_main(argv=None):
+    p = argparse.ArgumentParser(description="DvBERT: distil cross-encoder teachers into a siamese student.")
+    d = DvBERTConfig()
+    p.add_argument("--task", choices=TASKS, default=d.task)
+    p.add_argument("--teacher", dest="teachers", action="append", required=True,
+                   help="a trained cross-encoder (zoo preset folder, e.g. runs/LCQMC_cross_softmax/model); repeat")
+    p.add_argument("--checkpoint", help="the student's starting checkpoint (default: the embedded preset)")
+    p.add_argument("--data-dir")
+    p.add_argument("--pooling", default=d.pooling, choices=("cls", "mean", "first-last-avg", "pooler"))
+    for name in ("epochs", "batch_size", "maxlen", "limit_train", "seed", "save_every"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--warmup", type=float, default=d.warmup, help="share of steps for linear warm-up")
+    p.add_argument("--output")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    args = vars(p.parse_args(argv))
+    args["teachers"] = tuple(args["teachers"])
+    train_dvbert(DvBERTConfig(**args))
