@@ -165,3 +165,28 @@ def bootstrap_accuracy_ci(scores, labels, threshold, n_boot=1000, seed=0, alpha=
     rng = np.random.default_rng(seed)
     means = correct[rng.integers(0, len(correct), (n_boot, len(correct)))].mean(1)
     return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+# ---------------------------------------------------------------------------------- token representations
+def token_self_similarity(backbone, tokenizer, texts, maxlen=64, batch_size=64, seed=0, max_pairs=200_000):
+    """Anisotropy diagnostics (TaCL / TACO papers): mean cosine between last-layer token vectors of different
+    tokens **within** the same sentence, and **across** different sentences ([CLS], [SEP] and padding excluded).
+    High values mean token vectors crowd into a narrow cone. Returns {"intra": ..., "inter": ...}."""
+    from keras import ops
+
+    vectors, owners = [], []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start:start + batch_size], maxlen=maxlen)
+        h = ops.convert_to_numpy(backbone(batch)["sequence_output"])
+        mask = batch["padding_mask"].astype(bool) & ~np.isin(batch["token_ids"], list(tokenizer.special_ids))
+        for row in range(len(h)):
+            v = h[row][mask[row]]
+            vectors.append(v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12))
+            owners.append(np.full(len(v), start + row))
+    intra = [float((v @ v.T)[np.triu_indices(len(v), 1)].mean()) for v in vectors if len(v) > 1]
+    allv, owner = np.concatenate(vectors), np.concatenate(owners)
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, len(allv), (2, max_pairs))
+    keep = owner[i] != owner[j]
+    inter = float(np.mean(np.sum(allv[i[keep]] * allv[j[keep]], axis=1)))
+    return {"intra": float(np.mean(intra)), "inter": inter}

@@ -25,6 +25,9 @@ def available_presets():
 def resolve(path):
     """A path as given if it exists (or is a checkpoint prefix), else the folder of a preset of that name."""
     path = os.fspath(path)
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, PRESET_CONFIG)) \
+            and os.path.exists(os.path.join(path, "model", PRESET_CONFIG)):
+        return os.path.join(path, "model")  # a zoo run folder: its best model
     if os.path.exists(path) or os.path.exists(path + ".index"):
         return path
     if os.path.exists(path + ".old"):  # a replace_dir interrupted between its two renames

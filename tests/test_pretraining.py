@@ -1,0 +1,180 @@
+"""Pretraining pieces: corpus formats, masking statistics, whole-word masking, TaCL/TACO losses vs numpy, a tiny
+MLM/TaCL/TACO run that resumes and leaves a loadable preset, Mirror-BERT/SimCSE, anisotropy."""
+
+import gzip
+import json
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import zoo
+from conftest import CJK_CHARS, synthetic_vocab
+from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingBatches, PretrainingExamples, mask_tokens,
+                             read_corpus, read_documents, span_mask, taco_indices, taco_loss, tacl_loss)
+
+
+def test_corpus_formats(tmp_path):
+    (tmp_path / "plain.txt").write_text("第一篇。\n第二篇\n", encoding="utf-8")
+    (tmp_path / "book_review_cls.txt").write_text("1\t好书\n0\t差\n", encoding="utf-8")
+    (tmp_path / "waimai.csv").write_text("label,review\n1,很快，好吃\n0,\"太慢了,差评\"\n", encoding="utf-8")
+    (tmp_path / "dev.txt").write_text("3_!_abc_!_标题_!_正文_!_还有\n94_!_应用描述\n", encoding="utf-8")
+    with gzip.open(tmp_path / "199801.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("19980101-01-001-001/m  迈向/v  充满/v  [中国/ns  政府/n]nt  ！/w\n")
+    assert read_documents(str(tmp_path / "book_review_cls.txt")) == ["好书", "差"]
+    assert read_documents(str(tmp_path / "waimai.csv")) == ["很快，好吃", "太慢了,差评"]
+    assert read_documents(str(tmp_path / "dev.txt")) == ["标题。正文_!_还有", "应用描述"]
+    assert read_documents(str(tmp_path / "199801.txt.gz")) == ["迈向充满中国政府！"]
+    (tmp_path / "dup.txt").write_text("第一 篇。\n", encoding="utf-8")  # a duplicate, whitespace ignored
+    assert len(read_corpus(tmp_path)) == 9  # 2 + 2 + 2 + 2 + 1; dup.txt repeats plain.txt
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        read_corpus(tmp_path / "nowhere")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return zoo.Tokenizer(synthetic_vocab())
+
+
+def test_masking_statistics(tok):
+    rng = np.random.default_rng(0)
+    vocab_ids = np.arange(20, tok.vocab_size)
+    chosen_total = candidates_total = 0
+    replaced = {"mask": 0, "random": 0, "kept": 0}
+    for _ in range(400):
+        ids = [tok.cls_id] + list(rng.integers(20, tok.vocab_size, 60)) + [tok.sep_id]
+        special = [i in (tok.cls_id, tok.sep_id) for i in ids]
+        masked, chosen = mask_tokens(ids, list(range(len(ids))), special, rng, vocab_ids, tok.mask_id)
+        assert not chosen[0] and not chosen[-1]
+        assert chosen.sum() <= 0.25 * len(ids)
+        assert chosen.sum() == round(0.15 * 60)
+        np.testing.assert_array_equal(masked[~chosen], np.array(ids)[~chosen])
+        chosen_total += chosen.sum()
+        candidates_total += 60
+        m, o = masked[chosen], np.array(ids)[chosen]
+        replaced["mask"] += (m == tok.mask_id).sum()
+        replaced["kept"] += (m == o).sum()
+        replaced["random"] += ((m != o) & (m != tok.mask_id)).sum()
+    shares = {k: v / chosen_total for k, v in replaced.items()}
+    assert abs(shares["mask"] - 0.8) < 0.03 and abs(shares["random"] - 0.1) < 0.03
+    assert abs(shares["kept"] - 0.1) < 0.03
+
+
+def test_whole_word_masking_masks_whole_jieba_words():
+    tok = zoo.load_tokenizer(zoo.DEFAULT_PRESET)
+    texts = ["我们今天去北京大学参观图书馆和博物馆。", "中华人民共和国成立于一九四九年，首都是北京。"] * 10
+    examples = PretrainingExamples(tok, texts, maxlen=64, nsp=False, wwm=True)
+    rng = np.random.default_rng(0)
+    multi_char_words = 0
+    for ids, wids in [e[0] for e in examples.examples] * 5:
+        row = [tok.cls_id, *ids, tok.sep_id]
+        words = [-1, *wids, -2]
+        _, chosen = mask_tokens(row, words, [t in tok.special_ids for t in row], rng,
+                                np.arange(1000, 2000), tok.mask_id)
+        for w in set(np.array(words)[chosen]):
+            members = np.flatnonzero(np.array(words) == w)
+            assert chosen[members].all(), "a word was masked only in part"
+            multi_char_words += len(members) > 1
+    assert multi_char_words > 0
+
+
+def test_tacl_loss_matches_numpy():
+    rng = np.random.default_rng(0)
+    s, t = rng.normal(size=(2, 5, 8)).astype("float32"), rng.normal(size=(2, 5, 8)).astype("float32")
+    w = np.array([[0, 1, 0, 1, 0], [1, 0, 0, 0, 0]], "float32")
+    pad = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    sn, tn = s / np.linalg.norm(s, axis=-1, keepdims=True), t / np.linalg.norm(t, axis=-1, keepdims=True)
+    total = 0.0
+    for b, i in zip(*np.nonzero(w)):
+        logits = sn[b, i] @ tn[b].T / 0.01
+        logits = logits[pad[b] == 1]
+        total += -(logits[i] - logits.max() - np.log(np.exp(logits - logits.max()).sum()))
+    got = float(ops.convert_to_numpy(tacl_loss(s, t, w, pad)))
+    assert got == pytest.approx(total / w.sum(), rel=1e-4)
+
+
+def test_taco_sampling_and_loss_match_numpy():
+    rng = np.random.default_rng(1)
+    pad = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], "int32")
+    pos, neg = taco_indices(pad, 7, rng)
+    for b in range(3):
+        for i in range(pad[b].sum()):
+            r, c = divmod(int(pos[b, i]), 6)
+            assert r == b and c != i and c < pad[b].sum()
+            if 0 <= i - 2 and i + 2 < pad[b].sum():
+                assert abs(c - i) <= 2
+            rows, cols = np.divmod(neg[b, i], 6)
+            assert np.all(rows != b) and np.all(cols < pad[rows].sum(1))
+    h, e = rng.normal(size=(3, 6, 4)).astype("float32"), rng.normal(size=(3, 6, 4)).astype("float32")
+    g = (h - e).reshape(-1, 4)
+    g = g / np.linalg.norm(g, axis=1, keepdims=True)
+    total, count = 0.0, 0
+    for b in range(3):
+        for i in range(6):
+            if not pad[b, i]:
+                continue
+            a = g[b * 6 + i]
+            logits = np.concatenate([[a @ g[pos[b, i]]], g[neg[b, i]] @ a]) / 0.07
+            total += -(logits[0] - logits.max() - np.log(np.exp(logits - logits.max()).sum()))
+            count += 1
+    got = float(ops.convert_to_numpy(taco_loss(h, e, pos, neg, pad)))
+    assert got == pytest.approx(total / count, rel=1e-4)
+
+
+def test_span_mask_and_in_batch_loss():
+    rng = np.random.default_rng(0)
+    text = "我们今天去北京大学参观图书馆"
+    out = span_mask(text, k=5, min_chars=6, rng=rng)
+    assert "[MASK]" in out and len(out) == len(text) - 5 + len("[MASK]")
+    assert span_mask(text, k=5, min_chars=30) == text  # the original's 30-character guard
+    assert span_mask("你好", k=5, min_chars=0) == "你好"
+    e = rng.normal(size=(6, 8)).astype("float32")
+    z = e / np.linalg.norm(e, axis=1, keepdims=True)
+    s = z @ z.T / 0.04
+    np.fill_diagonal(s, -1e12)
+    ls = s - s.max(1, keepdims=True)
+    ls -= np.log(np.exp(ls).sum(1, keepdims=True))
+    expected = -ls[np.arange(6), (np.arange(6) + 3) % 6].mean()
+    got = float(ops.convert_to_numpy(InBatchSoftmaxLoss(0.04)(np.zeros(3), e)))
+    assert got == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("objective", ["mlm", "tacl", "taco"])
+def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
+    from zoo.pretraining import pretrain
+
+    chars = list(dict.fromkeys(CJK_CHARS))
+    rng = np.random.default_rng(0)
+    docs = ["。".join("".join(rng.choice(chars[:40], 8)) for _ in range(4)) + "。" for _ in range(60)]
+    (tmp_path / "corpus.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "。"] + chars
+    keras.utils.set_random_seed(0)
+    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0, with_mlm=True),
+                    zoo.Tokenizer(vocab), tmp_path / "start")
+    kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=[str(tmp_path / "corpus.txt")],
+              batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
+              jit_compile=False, progress=False)
+    pretrain(steps=10, **kw)
+    results = pretrain(steps=30, **kw)  # resumes after round 1
+    accs = [h["masked_accuracy"] for h in results["curve"]]
+    assert [h["epoch"] for h in results["curve"]] == [0, 1, 2, 3]
+    assert max(accs[1:]) > accs[0] + 5, accs
+    assert (tmp_path / "run" / "loss.png").stat().st_size > 5000
+    backbone = zoo.load_backbone(tmp_path / "run", with_mlm=True)
+    assert backbone.num_layers == 2 and json.loads((tmp_path / "run" / "results.json").read_text())["best"]
+
+
+def test_anisotropy_diagnostics(tok):
+    from zoo.evaluation import token_self_similarity
+
+    keras.utils.set_random_seed(0)
+    bb = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, dropout=0.0)
+    texts = ["今天天气很好", "我们在中国说的话", "hello world 你好", "他们是谁"] * 3
+    d = token_self_similarity(bb, tok, texts, max_pairs=5000)
+    assert -1 <= d["inter"] <= 1 and -1 <= d["intra"] <= 1
+    # collapse the token vectors into one direction: similarities go to 1
+    bb.get_layer("transformer_layer_1")._feedforward_layer_norm.gamma.assign(np.zeros(32))
+    bb.get_layer("transformer_layer_1")._feedforward_layer_norm.beta.assign(np.ones(32))
+    d1 = token_self_similarity(bb, tok, texts, max_pairs=5000)
+    assert d1["intra"] == pytest.approx(1.0, abs=1e-4) and d1["inter"] == pytest.approx(1.0, abs=1e-4)
