@@ -25,7 +25,8 @@ def add_export(commands):
     p.add_argument("--name", default="default", help="model name (default: %(default)s)")
     p.add_argument("--version", type=int, help="version number (default: the next free one)")
     p.add_argument("--signature", choices=("text", "ids"), default="text",
-                   help="what serving_default takes (default: %(default)s)")
+                   help="text: strings in, tokenizer in the graph (signatures text, ids, tokenize); ids: token "
+                        "ids in, no tf-text ops (default: %(default)s)")
     p.add_argument("--pooling", default="cls", help="pooling when MODEL is a checkpoint (default: %(default)s)")
     p.add_argument("--maxlen", type=int, help="tokens per text (default: the model's maxlen)")
     p.set_defaults(run=run_export)
@@ -94,7 +95,11 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    logger = logging.getLogger("zoo")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     try:
         return args.run(args)
     except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as e:

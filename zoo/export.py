@@ -12,7 +12,10 @@ A SavedModel written by ``export_saved_model`` has these signatures:
 * ``ids``: ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the same output;
 * ``tokenize``: the text inputs -> ``token_ids``, ``segment_ids``, ``padding_mask`` (what ``text`` feeds
   the model);
-* ``serving_default``: ``text`` (or ``ids`` with ``signature="ids"``).
+* ``serving_default``: ``text``.
+
+With ``signature="ids"`` only ``ids`` (also as ``serving_default``) is written: no tokenizer in the graph,
+so no tf-text ops, for servers that lack them (the client then tokenizes with ``zoo.Tokenizer``).
 
 Other model kinds are added with ``register_spec`` (see ``ServingSpec``).
 """
@@ -100,7 +103,7 @@ class GraphTokenizer(tf.Module):
     def __init__(self, tokenizer, maxlen):
         super().__init__()
         if maxlen < 3:
-            raise ValueError(f"maxlen={maxlen} leaves no room for [CLS]/[SEP]")
+            raise ValueError(f"maxlen={maxlen} leaves no room for [CLS] a [SEP] b [SEP] (need >= 3)")
         self.maxlen = int(maxlen)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
         self.max_chars = tokenizer.max_input_chars_per_word
@@ -116,12 +119,13 @@ class GraphTokenizer(tf.Module):
 
     def normalize(self, text):
         """Normalised text, whitespace-separated words (1-D string tensor in and out)."""
-        text = tf.strings.regex_replace(text, self._removed, "")
-        chars = tf.strings.unicode_split(text, "UTF-8")
-        mapped = self.table.lookup(chars)
-        return tf.strings.reduce_join(tf.where(mapped == "", chars, mapped), axis=-1)
+        chars = tf.strings.unicode_split(tf.strings.regex_replace(text, self._removed, ""), "UTF-8")
+        mapped = self.table.lookup(chars.flat_values)
+        mapped = tf.where(tf.equal(mapped, ""), chars.flat_values, mapped)
+        return tf.strings.reduce_join(chars.with_flat_values(mapped), axis=-1)
 
     def pieces(self, text):
+        """1-D strings -> ragged [batch, None] int32 word-piece ids (as ``zoo.Tokenizer.piece_ids``)."""
         text = tf.convert_to_tensor(text, tf.string)
         # special tokens ([CLS], [MASK], ...) written in the text are matched first, on the raw text;
         # regex_split stops at NUL, so NUL (removed by the normaliser anyway) becomes \x01 (removed too)
@@ -139,25 +143,22 @@ class GraphTokenizer(tf.Module):
         return segments.with_flat_values(ids).merge_dims(1, 2)
 
     def __call__(self, text, text_b=None):
-        a = self.pieces(text)
-        n = tf.cast(a.row_lengths(), tf.int32)
-        batch = a.nrows(out_type=tf.int32)
+        text = tf.convert_to_tensor(text, tf.string)
+        batch = tf.shape(text, out_type=tf.int32)[0]
+        cls, sep = tf.fill([batch, 1], self.cls_id), tf.fill([batch, 1], self.sep_id)
         if text_b is None:
-            a = a[:, : self.maxlen - 2]
-            parts = [tf.fill([batch, 1], self.cls_id), a, tf.fill([batch, 1], self.sep_id)]
+            parts = [cls, self.pieces(text)[:, : self.maxlen - 2], sep]
             segments = [tf.zeros_like(p) for p in parts]
         else:
-            b = self.pieces(text_b)
-            la, lb = self._pair_lengths(n + 2, tf.cast(b.row_lengths(), tf.int32) + 1)
-            a = _keep_first(a, la - 2)
-            b = _keep_first(b, lb - 1)
-            parts = [tf.fill([batch, 1], self.cls_id), a, tf.fill([batch, 1], self.sep_id),
-                     b, tf.fill([batch, 1], self.sep_id)]
+            both = self.pieces(tf.concat([text, text_b], axis=0))  # one pass over both texts
+            a, b = both[:batch], both[batch:]
+            n_a, n_b = tf.cast(a.row_lengths(), tf.int32), tf.cast(b.row_lengths(), tf.int32)
+            la, lb = self._pair_lengths(n_a + 2, n_b + 1)
+            parts = [cls, _keep_first(a, la - 2), sep, _keep_first(b, lb - 1), sep]
             segments = [tf.zeros_like(p) for p in parts[:3]] + [tf.ones_like(p) for p in parts[3:]]
         token_ids = tf.concat(parts, axis=1)
-        segment_ids = tf.concat(segments, axis=1)
         return {"token_ids": token_ids.to_tensor(self.pad_id),
-                "segment_ids": segment_ids.to_tensor(0),
+                "segment_ids": tf.concat(segments, axis=1).to_tensor(0),
                 "padding_mask": tf.ones_like(token_ids).to_tensor(0)}
 
     def _pair_lengths(self, a, b):
@@ -189,23 +190,26 @@ class ServingSpec:
 
     text_inputs: tuple
     output: str
-    postprocess: Callable = staticmethod(lambda y: y)
+    postprocess: Callable = tf.identity
 
 
 _SPECS = {}
 
 
 def register_spec(cls, spec):
-    """Declare how models of class ``cls`` (and subclasses) are exported; ``spec``: a ServingSpec."""
-    if not 1 <= len(spec.text_inputs) <= 2:
-        raise ValueError("a ServingSpec takes one text input, or two for sentence pairs")
+    """Declare how models of class ``cls`` (and subclasses) are exported. ``spec``: a ServingSpec, or a
+    function model -> ServingSpec when it depends on the instance (e.g. a softmax or a regression head)."""
     _SPECS[cls] = spec
 
 
 def serving_spec(model):
+    """The ServingSpec of a model (TypeError for a model kind that has none)."""
     for cls in type(model).__mro__:
         if cls in _SPECS:
-            return _SPECS[cls]
+            spec = _SPECS[cls] if isinstance(_SPECS[cls], ServingSpec) else _SPECS[cls](model)
+            if not 1 <= len(spec.text_inputs) <= 2:
+                raise ValueError("a ServingSpec takes one text input, or two for sentence pairs")
+            return spec
     raise TypeError(f"no export recipe for a {type(model).__name__}; exportable: "
                     f"{sorted(c.__name__ for c in _SPECS)} (add one with zoo.export.register_spec)")
 
@@ -215,10 +219,22 @@ def l2_normalize(x):
     return x / tf.maximum(tf.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
+def _cross_encoder_spec(model):
+    """P(similar) for a softmax head, the raw score for a CoSENT (Dense(1)) head."""
+    if model.head == "softmax":
+        return ServingSpec(("text_a", "text_b"), "score", lambda y: tf.nn.softmax(y, axis=-1)[:, 1])
+    return ServingSpec(("text_a", "text_b"), "score", lambda y: y[:, 0])
+
+
 def _register_builtin():
     from .models.bi_encoder import SentenceEncoder
+    from .models.cross_encoder import CrossEncoder
+    from .models.simbert import SimBERT
 
     register_spec(SentenceEncoder, ServingSpec(("text",), "embedding", l2_normalize))
+    register_spec(CrossEncoder, _cross_encoder_spec)
+    # SimBERT's retrieval head: one sentence (segments 0: the UniLM mask is then bidirectional) -> pooler
+    register_spec(SimBERT, ServingSpec(("text",), "embedding", lambda out: l2_normalize(out["pooled_output"])))
 
 
 _register_builtin()
@@ -228,8 +244,8 @@ _register_builtin()
 def export_saved_model(model, path, signature="text", maxlen=None, overwrite=False, verbose=False):
     """Write ``model`` as a SavedModel at ``path`` (written to a temporary folder, then renamed).
 
-    ``signature``: what ``serving_default`` is, "text" (strings in) or "ids" (int32 ids in); the named
-    signatures ``text``, ``ids`` and ``tokenize`` are always there. ``maxlen`` defaults to
+    ``signature``: "text" (serving_default takes strings; ``text``, ``ids`` and ``tokenize`` are written)
+    or "ids" (only ``ids``, as serving_default too; core TF ops only). ``maxlen`` defaults to
     ``model.maxlen``. For TF Serving, ``path`` is ``<base>/<name>/<version>`` (see ``version_path``).
     """
     import keras
@@ -237,35 +253,35 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     if signature not in ("text", "ids"):
         raise ValueError(f"signature must be 'text' or 'ids', got {signature!r}")
     spec = serving_spec(model)
-    if getattr(model, "tokenizer", None) is None:
-        raise ValueError(f"this {type(model).__name__} has no tokenizer; load it from a preset or pass one")
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists (pass overwrite=True, or export a new version)")
-    maxlen = int(maxlen or model.maxlen)
-    max_positions = getattr(getattr(model, "backbone", None), "max_sequence_length", maxlen)
-    if maxlen > max_positions:
-        raise ValueError(f"maxlen={maxlen} is above the model's {max_positions} position embeddings")
-    tokenizer = GraphTokenizer(model.tokenizer, maxlen)
 
     def predict(ids):
+        if getattr(model, "zero_segments", False):  # a cross-encoder trained like bojone's interact.py
+            ids = {**ids, "segment_ids": tf.zeros_like(ids["segment_ids"])}
         return {spec.output: spec.postprocess(model(ids, training=False))}
-
-    def from_text(*texts):
-        return predict(tokenizer(*texts))
 
     def from_ids(token_ids, segment_ids, padding_mask):
         return predict({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
 
-    text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.text_inputs]
-    id_specs = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ID_INPUTS]
-    endpoints = {"text": (from_text, text_specs), "ids": (from_ids, id_specs),
-                 "tokenize": (lambda *texts: tokenizer(*texts), text_specs)}
+    # The model's variables are tracked through the endpoints (archive.track(model) would store every
+    # weight twice, and unused ones such as the pooler too).
     archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.track(tokenizer)
-    for name in sorted(SIGNATURES, key=lambda n: n != signature):  # the first one is also serving_default
-        archive.add_endpoint(name, *endpoints[name])
+    archive.add_endpoint("ids", from_ids, [tf.TensorSpec([None, None], tf.int32, name=n) for n in ID_INPUTS])
+    if signature == "text":
+        if getattr(model, "tokenizer", None) is None:
+            raise ValueError(f"this {type(model).__name__} has no tokenizer; load it from a preset or pass one")
+        maxlen = int(maxlen or model.maxlen)
+        max_positions = getattr(getattr(model, "backbone", None), "max_sequence_length", maxlen)
+        if maxlen > max_positions:
+            raise ValueError(f"maxlen={maxlen} is above the model's {max_positions} position embeddings")
+        tokenizer = GraphTokenizer(model.tokenizer, maxlen)
+        archive.track(tokenizer)
+        text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.text_inputs]
+        from_text = archive.add_endpoint("text", lambda *texts: predict(tokenizer(*texts)), text_specs)
+        archive.add_endpoint("tokenize", lambda *texts: tokenizer(*texts), text_specs)
+        archive.add_endpoint("serving_default", from_text)
     tmp = f"{path}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.dirname(path), exist_ok=True)

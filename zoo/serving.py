@@ -5,9 +5,9 @@
 >>> server.url                      # http://127.0.0.1:<port>/v1/models/default
 >>> server.stop()
 
-Concurrent requests for a string signature are merged into one model call by a batcher thread (those that
-arrive within ``batch_timeout_ms``, up to ``max_batch_size`` rows). Bad requests get HTTP 400 (gRPC
-INVALID_ARGUMENT) with a message; the server keeps serving.
+Concurrent requests for the embedding signatures (string in, fixed-size out) are merged into one model call
+by a batcher thread (those that arrive within ``batch_timeout_ms``, up to ``max_batch_size`` rows). Bad
+requests get HTTP 400 (gRPC INVALID_ARGUMENT) with a message; the server keeps serving.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 log = logging.getLogger("zoo.serving")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+_STOP = object()  # tells the batcher thread to end
 
 
 class RequestError(ValueError):
@@ -53,7 +54,12 @@ def find_version(model_dir):
 
 
 class Signature:
-    """One signature of the loaded SavedModel: its inputs {name: (dtype, rank)} and output names."""
+    """One signature of the loaded SavedModel: its inputs {name: (dtype, rank)} and output names.
+
+    ``batchable``: string inputs and outputs whose shape past the batch axis is fixed (``embedding``
+    [batch, H]), so requests can be merged and split without their answers depending on each other
+    (``tokenize``'s [batch, length] outputs would carry the merged batch's padding).
+    """
 
     def __init__(self, name, fn):
         import tensorflow as tf
@@ -62,7 +68,8 @@ class Signature:
         specs = fn.structured_input_signature[1]
         self.inputs = {k: (s.dtype, s.shape.rank) for k, s in sorted(specs.items())}
         self.outputs = sorted(fn.structured_outputs)
-        self.is_text = all(dtype == tf.string for dtype, _ in self.inputs.values())
+        self.batchable = (all(dtype == tf.string for dtype, _ in self.inputs.values())
+                          and all(s.shape[1:].is_fully_defined() for s in fn.structured_outputs.values()))
 
     def __call__(self, arrays):
         import tensorflow as tf
@@ -77,6 +84,7 @@ class Batcher:
 
     def __init__(self, max_batch_size=64, timeout_s=0.002):
         self.max_batch_size, self.timeout_s = max_batch_size, timeout_s
+        self.stats = {"batches": 0, "requests": 0, "rows": 0}
         self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="zoo-batcher", daemon=True)
         self._thread.start()
@@ -87,15 +95,16 @@ class Batcher:
         return future
 
     def close(self):
-        self._queue.put(None)
-        self._thread.join(timeout=10)
+        """Finish the queued requests, then stop the thread."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout=60)
 
     def _loop(self):
         carry = None
         while True:
-            first = carry or self._queue.get()
+            first = self._queue.get() if carry is None else carry
             carry = None
-            if first is None:
+            if first is _STOP:
                 return
             batch, rows = [first], first[2]
             deadline = time.monotonic() + self.timeout_s
@@ -105,16 +114,18 @@ class Batcher:
                     item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is None or item[0] is not first[0] or rows + item[2] > self.max_batch_size:
+                if item is _STOP or item[0] is not first[0] or rows + item[2] > self.max_batch_size:
                     carry = item
                     break
                 batch.append(item)
                 rows += item[2]
             self._run(batch)
 
-    @staticmethod
-    def _run(batch):
+    def _run(self, batch):
         signature = batch[0][0]
+        self.stats["batches"] += 1
+        self.stats["requests"] += len(batch)
+        self.stats["rows"] += sum(rows for _, _, rows, _ in batch)
         try:
             arrays = {k: np.concatenate([a[k] for _, a, _, _ in batch]) for k in batch[0][1]}
             out = signature(arrays)
@@ -153,6 +164,16 @@ class ModelServer:
 
     # ------------------------------------------------------------------ life cycle
     def start(self):
+        """Load the model, warm it up and start listening; returns self."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("serving %s version %d from %s on %s", self.name, self.version, self.path, self.url)
+        return self
+
+    def _start(self):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer graph uses)
 
@@ -161,7 +182,7 @@ class ModelServer:
         if "serving_default" not in self.signatures:
             raise ValueError(f"{self.path}: the SavedModel has no serving_default signature")
         for sig in self.signatures.values():  # warm-up: the first call of a loaded function is slow
-            if sig.is_text:
+            if all(dtype == tf.string for dtype, _ in sig.inputs.values()):
                 sig({k: np.array([b"warm up"], object) for k in sig.inputs})
         self._batcher = Batcher(self.max_batch_size, self.batch_timeout_s)
         self._http = ThreadingHTTPServer((self.host, self._ports[0]), _handler_class(self))
@@ -170,8 +191,6 @@ class ModelServer:
         threading.Thread(target=self._http.serve_forever, name="zoo-rest", daemon=True).start()
         if self._ports[1] is not None:
             self._grpc, self.grpc_port = _start_grpc(self, self._ports[1])
-        log.info("serving %s version %d from %s on %s", self.name, self.version, self.path, self.url)
-        return self
 
     def stop(self):
         if self._http is not None:
@@ -190,6 +209,11 @@ class ModelServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+    @property
+    def stats(self):
+        """Batcher counters: model calls ("batches"), requests and rows run through it."""
+        return dict(self._batcher.stats) if self._batcher else {}
 
     @property
     def url(self):
@@ -216,10 +240,10 @@ class ModelServer:
         return self.signatures[name]
 
     def predict(self, signature_name, arrays, timeout=60):
-        """Validated numpy inputs {name: array} -> outputs {name: array}; string signatures are batched."""
+        """Validated numpy inputs {name: array} -> outputs {name: array}; see ``Signature.batchable``."""
         sig = self.signature(signature_name)
         rows = self.check_inputs(sig, arrays)
-        if sig.is_text:
+        if sig.batchable:
             return self._batcher.submit(sig, arrays, rows).result(timeout)
         import tensorflow as tf
 
@@ -367,6 +391,7 @@ def _handler_class(server):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "zoo-serving"
+        disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms delayed-ACK stall)
 
         def do_GET(self):
             self._handle("GET")

@@ -1,0 +1,289 @@
+"""zoo.serving: the TF Serving REST and gRPC APIs on an exported tiny SentenceEncoder, on 127.0.0.1."""
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import zoo
+from conftest import synthetic_vocab
+from zoo.export import export_saved_model
+from zoo.serving import Batcher, ModelServer
+
+grpc = pytest.importorskip("grpc")
+apis = pytest.importorskip("tensorflow_serving.apis")
+from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,  # noqa: E402
+                                     predict_pb2, prediction_service_pb2_grpc)
+
+TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不知道。", "我们在中国" * 400, "好"]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    keras.utils.set_random_seed(1)
+    tok = zoo.Tokenizer(synthetic_vocab())
+    backbone = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0)
+    return zoo.SentenceEncoder(backbone, tok, pooling="cls", maxlen=32)
+
+
+@pytest.fixture(scope="module")
+def base(encoder, tmp_path_factory):
+    base = tmp_path_factory.mktemp("serving")
+    export_saved_model(encoder, base / "default" / "1")
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(base):
+    with ModelServer(base / "default", port=0, grpc_port=0, max_chars=2000, max_request_batch=64,
+                     batch_timeout_ms=5) as srv:
+        yield srv
+
+
+def request(server, method, path, body=None, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
+    try:
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        conn.request(method, path, body=data, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def predict(server, body, path="/v1/models/default:predict"):
+    return request(server, "POST", path, body)
+
+
+def in_process(server, texts, signature="serving_default"):
+    """The loaded SavedModel called directly (no HTTP, no batcher)."""
+    return server.signatures[signature]({"text": np.array([t.encode() for t in texts], object)})
+
+
+def grpc_stubs(server):
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    return (prediction_service_pb2_grpc.PredictionServiceStub(channel),
+            model_service_pb2_grpc.ModelServiceStub(channel))
+
+
+def test_rest_predict_equals_in_process(server, encoder):
+    expected = in_process(server, TEXTS)["embedding"]
+    np.testing.assert_allclose(expected, encoder.encode(TEXTS), atol=1e-5)
+    status, rows = predict(server, {"instances": TEXTS})
+    assert status == 200, rows
+    np.testing.assert_allclose(np.array(rows["predictions"], "float32"), expected, atol=1e-6)
+    status, columns = predict(server, {"inputs": {"text": TEXTS}})
+    np.testing.assert_allclose(np.array(columns["outputs"], "float32"), expected, atol=1e-6)
+    status, named = predict(server, {"instances": [{"text": t} for t in TEXTS], "signature_name": "text"},
+                            path="/v1/models/default/versions/1:predict")
+    np.testing.assert_allclose(np.array(named["predictions"], "float32"), expected, atol=1e-6)
+    # the tokenize and ids signatures: ids in, the same embeddings out
+    status, ids = predict(server, {"inputs": TEXTS, "signature_name": "tokenize"})
+    assert status == 200 and set(ids["outputs"]) == {"token_ids", "segment_ids", "padding_mask"}
+    np.testing.assert_array_equal(ids["outputs"]["token_ids"], encoder.tokenizer(TEXTS, maxlen=32)["token_ids"])
+    status, from_ids = predict(server, {"inputs": ids["outputs"], "signature_name": "ids"})
+    assert status == 200, from_ids
+    np.testing.assert_allclose(np.array(from_ids["outputs"], "float32"), expected, atol=1e-6)
+
+
+def test_grpc_predict_status_and_metadata(server):
+    prediction, models = grpc_stubs(server)
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = "default"
+    req.inputs["text"].CopyFrom(tf.make_tensor_proto(TEXTS))
+    reply = prediction.Predict(req, timeout=60)
+    np.testing.assert_allclose(tf.make_ndarray(reply.outputs["embedding"]), in_process(server, TEXTS)["embedding"],
+                               atol=1e-6)
+    assert (reply.model_spec.version.value, reply.model_spec.signature_name) == (1, "serving_default")
+
+    status = get_model_status_pb2.GetModelStatusRequest()
+    status.model_spec.name = "default"
+    answer = models.GetModelStatus(status, timeout=10).model_version_status[0]
+    assert answer.version == 1 and answer.state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
+
+    meta = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    meta.model_spec.name = "default"
+    defs = get_model_metadata_pb2.SignatureDefMap()
+    prediction.GetModelMetadata(meta, timeout=10).metadata["signature_def"].Unpack(defs)
+    assert set(defs.signature_def) >= {"serving_default", "text", "ids", "tokenize"}
+
+    req.model_spec.name = "other"
+    with pytest.raises(grpc.RpcError) as error:
+        prediction.Predict(req, timeout=10)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    req.model_spec.name = "default"
+    for bad in (tf.make_tensor_proto([1, 2]), tf.make_tensor_proto([]), tf.make_tensor_proto(["x" * 2001])):
+        req.inputs["text"].CopyFrom(bad)
+        with pytest.raises(grpc.RpcError) as error:
+            prediction.Predict(req, timeout=10)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, error.value.details()
+    req.inputs["text"].CopyFrom(tf.make_tensor_proto(["好"]))
+    assert tf.make_ndarray(prediction.Predict(req, timeout=10).outputs["embedding"]).shape == (1, 32)
+
+
+def test_status_and_metadata_routes(server):
+    status, body = request(server, "GET", "/v1/models/default")
+    assert status == 200
+    assert body["model_version_status"] == [{"version": "1", "state": "AVAILABLE",
+                                             "status": {"error_code": "OK", "error_message": ""}}]
+    assert request(server, "GET", "/v1/models/default/versions/1") == (200, body)
+    for path in ("/v1/models/default/versions/2", "/v1/models/other", "/v2/nothing"):
+        status, body = request(server, "GET", path)
+        assert status == 404 and "error" in body, path
+    status, body = request(server, "GET", "/v1/models/default/metadata")
+    defs = body["metadata"]["signature_def"]["signature_def"]
+    assert defs["serving_default"]["inputs"]["text"]["dtype"] == "DT_STRING"
+
+
+BAD_REQUESTS = [
+    (b'{"instances": ["a"', "malformed JSON"),
+    (b"\xff\xfe", "malformed JSON"),
+    ([1, 2], "JSON object"),
+    ({"instance": ["a"]}, "unknown field"),
+    ({"instances": ["a"], "inputs": ["a"]}, "exactly one of"),
+    ({"instances": "a"}, "must be a list"),
+    ({"instances": [1]}, "must be a string"),
+    ({"instances": [None]}, "must be a string"),
+    ({"instances": [{"txt": "a"}]}, "has keys"),
+    ({"inputs": {"txt": ["a"]}}, "has keys"),
+    ({"instances": []}, "empty batch"),
+    ({"instances": ["a"] * 65}, "limit is 64"),
+    ({"instances": ["长" * 2001]}, "limit is 2000"),
+    (b'{"instances": ["\\ud800"]}', "lone surrogate"),
+    ({"instances": ["a"], "signature_name": "nope"}, "not found"),
+    ({"instances": ["a"], "signature_name": 3}, "must be a string"),
+    ({"inputs": {"token_ids": [[7, 8], [7]], "segment_ids": [[0, 0], [0]], "padding_mask": [[1, 1], [1]]},
+      "signature_name": "ids"}, "same length"),
+    ({"inputs": {"token_ids": [[7.5]], "segment_ids": [[0]], "padding_mask": [[1]]}, "signature_name": "ids"},
+     "integers"),
+    ({"inputs": {"token_ids": [[99999]], "segment_ids": [[0]], "padding_mask": [[1]]}, "signature_name": "ids"},
+     "99999"),
+    ({"inputs": {"token_ids": [[2**40]], "segment_ids": [[0]], "padding_mask": [[1]]}, "signature_name": "ids"},
+     "int32"),
+]
+
+
+@pytest.mark.parametrize("body, message", BAD_REQUESTS, ids=[m for _, m in BAD_REQUESTS])
+def test_bad_requests_get_400_and_the_server_keeps_serving(server, body, message):
+    status, reply = predict(server, body)
+    assert status == 400, reply
+    assert set(reply) == {"error"} and message in reply["error"], reply
+    status, reply = predict(server, {"instances": ["还在吗"]})
+    assert status == 200 and len(reply["predictions"][0]) == 32
+
+
+def test_body_limits(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=10)
+    conn.putrequest("POST", "/v1/models/default:predict")
+    conn.endheaders()  # no Content-Length
+    assert conn.getresponse().status == 411
+    conn.close()
+    status, reply = request(server, "POST", "/v1/models/default:predict", b"{}",
+                            headers={"Content-Length": str(server.max_body_bytes + 1)})
+    assert status == 413 and "limit" in reply["error"]
+    assert predict(server, {"instances": ["好"]})[0] == 200
+
+
+def test_concurrent_clients_are_batched(server, encoder):
+    """16 clients x 50 requests of 1-3 texts on kept-alive connections: no errors, right answers, and the
+    batcher merged requests (fewer model calls than requests). Every 5th request asks for `tokenize`, whose
+    [batch, length] answer must not be merged (it would carry other requests' padding)."""
+    expected = dict(zip(TEXTS, in_process(server, TEXTS)["embedding"]))
+    before = server.stats
+    errors = []
+
+    def client(seed):
+        rng = np.random.default_rng(seed)
+        conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
+        try:
+            for j in range(50):
+                texts = [TEXTS[i] for i in rng.integers(0, len(TEXTS), rng.integers(1, 4))]
+                tokenize = j % 5 == 4
+                request = {"inputs": texts, "signature_name": "tokenize"} if tokenize else {"instances": texts}
+                conn.request("POST", "/v1/models/default:predict", body=json.dumps(request))
+                response = conn.getresponse()
+                body = json.loads(response.read())
+                if response.status != 200:
+                    errors.append(body)
+                    continue
+                if tokenize:
+                    if body["outputs"]["token_ids"] != encoder.tokenizer(texts, maxlen=32)["token_ids"].tolist():
+                        errors.append(f"wrong ids for {texts}")
+                    continue
+                got = np.array(body["predictions"], "float32")
+                want = np.stack([expected[t] for t in texts])
+                if not np.allclose(got, want, atol=1e-5):
+                    errors.append(f"wrong embeddings, max diff {np.abs(got - want).max()}")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors[:3]
+    after = server.stats
+    requests, batches = after["requests"] - before["requests"], after["batches"] - before["batches"]
+    print(f"batcher: {requests} requests in {batches} model calls")
+    assert requests == 640
+    assert batches < requests / 2, f"{batches} model calls for {requests} requests: nothing was batched"
+
+
+def test_cli_serve_in_a_subprocess(base):
+    """`python -m zoo serve` on an ephemeral port: answers, then stops on SIGTERM."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen([sys.executable, "-m", "zoo", "serve", "--model", str(base / "default"), "--port", "0",
+                             "--grpc-port", "0", "--name", "tiny"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"REST http://127\.0\.0\.1:(\d+)/v1/models/tiny, gRPC 127\.0\.0\.1:(\d+)", line)
+        assert match, line
+        conn = http.client.HTTPConnection("127.0.0.1", int(match.group(1)), timeout=60)
+        conn.request("POST", "/v1/models/tiny:predict", body=json.dumps({"instances": ["你好"]}))
+        response = conn.getresponse()
+        assert response.status == 200 and len(json.loads(response.read())["predictions"][0]) == 32
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_batcher_merges_up_to_max_rows_and_drains_on_close():
+    class Double:  # a stand-in signature that records its batch sizes
+        calls = []
+
+        def __call__(self, arrays):
+            self.calls.append(len(arrays["x"]))
+            return {"y": arrays["x"] * 2}
+
+    sig = Double()
+    batcher = Batcher(max_batch_size=4, timeout_s=0.05)
+    futures = [batcher.submit(sig, {"x": np.array([i, i])}, 2) for i in range(5)]
+    batcher.close()
+    assert [f.result(1)["y"].tolist() for f in futures] == [[2 * i, 2 * i] for i in range(5)]
+    assert sig.calls == [4, 4, 2]
+    assert not batcher._thread.is_alive()
+
+
+def test_find_version_and_errors(base, tmp_path):
+    from zoo.serving import find_version
+
+    assert find_version(base / "default") == (1, str(base / "default" / "1"))
+    assert find_version(base / "default" / "1")[0] == 1
+    with pytest.raises(FileNotFoundError, match="no SavedModel"):
+        find_version(tmp_path)
+    with pytest.raises(ValueError, match="model name"):
+        ModelServer(base / "default", name="a/b")
