@@ -9,7 +9,6 @@ bench/results/bi_encoder.json.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys

@@ -50,7 +50,7 @@ def main():
     result = {"n": args.n, "dim": args.dim, "queries": args.queries, "faiss_build_seconds": build, "rows": rows,
               "versions": versions(), "command": " ".join(sys.argv)}
     write_json_atomic(args.out, result)
-    print(f"| method | recall@10 | queries/s |\n|---|---|---|")
+    print("| method | recall@10 | queries/s |\n|---|---|---|")
     for r in rows:
         print(f"| {r['method']} | {r['recall@10']:.3f} | {r['queries_per_s']:.1f} |")
     print(f"\n{args.n:,} x {args.dim} random vectors; faiss build {build:.1f} s; wrote {args.out}")

@@ -1,7 +1,5 @@
 """Threshold selection, accuracy intervals and cross-encoders."""
 
-import itertools
-
 import numpy as np
 import pytest
 

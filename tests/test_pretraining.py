@@ -11,7 +11,7 @@ from keras import ops
 
 import zoo
 from conftest import CJK_CHARS, synthetic_vocab
-from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingBatches, PretrainingExamples, mask_tokens,
+from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingExamples, mask_tokens,
                              read_corpus, read_documents, span_mask, taco_indices, taco_loss, tacl_loss)
 
 

@@ -9,7 +9,6 @@ from keras import ops
 
 import zoo
 from conftest import synthetic_vocab
-from zoo.generation import Seq2SeqDecoder
 from zoo.masks import causal_mask, unilm_mask
 from zoo.models.simbert import SimBERTBatches, simbert_loss, truncate_at_punctuation
 from zoo.retrieval import SemanticIndex, exact_topk

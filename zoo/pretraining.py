@@ -431,7 +431,7 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, wwm=False, n
     from .presets import DEFAULT_PRESET, save_preset
     from .tokenizer import load_tokenizer
     from .training import run_epochs
-    from .utils import versions, write_json_atomic
+    from .utils import save_results
 
     t0 = time.time()
     os.makedirs(output, exist_ok=True)
@@ -466,15 +466,16 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, wwm=False, n
 
     state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), epochs, seed, evaluate, save_best,
                        save_every=save_every, show_progress=progress, metric="masked_accuracy", unit="seq")
-    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-               "config": {"objective": objective, "start": start, "config": config, "wwm": wwm, "nsp": nsp,
-                          "steps": epochs * eval_every, "batch_size": batch_size, "maxlen": maxlen, "lr": lr,
-                          "documents": len(docs), "examples": len(examples.examples), "seed": seed},
-               "versions": versions(), "curve": state["history"], "best": state["best"],
-               "train_seconds": state["train_seconds"], "seconds": time.time() - t0}
-    write_json_atomic(os.path.join(output, "results.json"), results)
     plot_curve(state["history"], os.path.join(output, "loss.png"), f"{objective} pretraining")
-    return results
+    table = "| round | step | masked-token accuracy % | train loss (EMA) |\n|---|---|---|---|\n" + "\n".join(
+        f"| {h['epoch']} | {h['epoch'] * eval_every} | {h['masked_accuracy']:.2f} | "
+        f"{'' if h['train_loss_ema'] is None else format(h['train_loss_ema'], '.4f')} |" for h in state["history"])
+    return save_results(output, {
+        "config": {"objective": objective, "start": start, "config": config, "wwm": wwm, "nsp": nsp,
+                   "steps": epochs * eval_every, "batch_size": batch_size, "maxlen": maxlen, "lr": lr,
+                   "documents": len(docs), "examples": len(examples.examples), "seed": seed},
+        "curve": state["history"], "best": state["best"], "train_seconds": state["train_seconds"],
+        "seconds": time.time() - t0}, table + "\n")
 
 
 def plot_curve(history, path, title):
@@ -527,7 +528,6 @@ def mirror_bert(start=None, sentences=None, pooling="mean", k=5, min_chars=6, te
                 jit_compile=True, progress=True):
     """Mirror-BERT (k > 0) or SimCSE (k = 0): two views per sentence, InfoNCE, no labels. ``sentences``: a list
     (default 10k random texts of the LCQMC/BQ/STS-B train splits). Reports zero-shot test Spearman before/after."""
-    import sys
     import time
 
     from .data import load_task
@@ -535,7 +535,7 @@ def mirror_bert(start=None, sentences=None, pooling="mean", k=5, min_chars=6, te
     from .models.bi_encoder import SentenceEncoder
     from .presets import DEFAULT_PRESET
     from .training import resolve_data_dir, run_epochs
-    from .utils import versions, write_json_atomic
+    from .utils import save_results
 
     t0 = time.time()
     start = start or DEFAULT_PRESET
@@ -571,17 +571,15 @@ def mirror_bert(start=None, sentences=None, pooling="mean", k=5, min_chars=6, te
                        save_every=1000, show_progress=progress, unit="sent")
     best = SentenceEncoder.load(model_dir)
     after = {t: evaluate_encoder(best, d, 128)[0]["spearman"] for t, d in tests.items()}
-    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-               "config": {"start": start, "pooling": pooling, "k": k, "min_chars": min_chars,
-                          "temperature": temperature, "batch_size": batch_size, "maxlen": maxlen, "lr": lr,
-                          "epochs": epochs, "dropout": dropout, "sentences": len(sentences)},
-               "versions": versions(), "zero_shot_test_spearman_before": before,
-               "zero_shot_test_spearman_after": after, "epochs": state["history"],
-               "train_seconds": state["train_seconds"], "seconds": time.time() - t0}
-    write_json_atomic(os.path.join(output, "results.json"), results)
-    print("| task | before | after |\n|---|---|---|\n" + "\n".join(
-        f"| {t} | {before[t]:.2f} | {after[t]:.2f} |" for t in tests), file=sys.stderr)
-    return results
+    table = "| task | zero-shot test Spearman before | after |\n|---|---|---|\n" + "\n".join(
+        f"| {t} | {before[t]:.2f} | {after[t]:.2f} |" for t in tests)
+    return save_results(output, {
+        "config": {"start": start, "pooling": pooling, "k": k, "min_chars": min_chars, "temperature": temperature,
+                   "batch_size": batch_size, "maxlen": maxlen, "lr": lr, "epochs": epochs, "dropout": dropout,
+                   "sentences": len(sentences)},
+        "zero_shot_test_spearman_before": before, "zero_shot_test_spearman_after": after,
+        "epochs": state["history"], "train_seconds": state["train_seconds"], "seconds": time.time() - t0},
+        table + "\n")
 
 
 def mirror_main(argv=None):

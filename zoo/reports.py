@@ -14,7 +14,7 @@ import numpy as np
 
 from .data import load_task, sha256_of
 from .evaluation import accuracy, best_threshold, bootstrap_accuracy_ci, spearman
-from .utils import versions, write_json_atomic, write_text_atomic
+from .utils import save_results
 
 MODELS = ("cosent", "sbert", "interact")
 TRANSFER_FROM = {"PAWSX": "LCQMC"}  # no train split here: evaluate models trained on LCQMC
@@ -83,14 +83,8 @@ def compare_matching(config: CompareConfig):
             print(f"[zoo] {task} {model}: test acc {row['test_accuracy']:.2f} "
                   f"[{row['test_accuracy_ci95'][0]:.2f}, {row['test_accuracy_ci95'][1]:.2f}]", file=sys.stderr)
         plot_task(task, curves, config.output)
-    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-               "config": dataclasses.asdict(config), "versions": versions(), "data_files": files, "rows": rows,
-               "seconds": time.time() - t0}
-    write_json_atomic(os.path.join(config.output, "results.json"), results)
-    table = comparison_table(rows, config.tasks)
-    write_text_atomic(os.path.join(config.output, "results.md"), table)
-    print(table, file=sys.stderr)
-    return results
+    results = {"config": dataclasses.asdict(config), "data_files": files, "rows": rows, "seconds": time.time() - t0}
+    return save_results(config.output, results, comparison_table(rows, config.tasks))
 
 
 def comparison_table(rows, tasks):

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 
 from .data import TASKS, load_task, sha256_of, task_file
-from .utils import batch_length, progress, versions, write_json_atomic, write_text_atomic
+from .utils import batch_length, progress, save_results, write_json_atomic
 
 OBJECTIVES = ("cosent", "sbert", "cosine_mse")
 
@@ -232,6 +232,21 @@ def run_epochs(trainer, batches, state_dir, epochs, seed, evaluate, save_best, s
     return state
 
 
+def load_splits(task, data_dir, limit_train=None):
+    """train / valid / test of a task (train cut to ``limit_train`` pairs), with a summary line per split."""
+    data = {split: load_task(task, split, data_dir) for split in ("train", "valid", "test")}
+    data["train"] = data["train"].head(limit_train)
+    for split, d in data.items():
+        print(f"[zoo] {split}: {d.summary()}", file=sys.stderr)
+    return data
+
+
+def data_files(data):
+    """{split: path, sha256, pairs, duplicates, bad lines} for results.json."""
+    return {split: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d),
+                    "duplicates": d.duplicates, "bad_lines": d.bad_lines} for split, d in data.items()}
+
+
 def train_bi_encoder(config: TrainConfig):
     """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json)."""
     import keras
@@ -247,10 +262,7 @@ def train_bi_encoder(config: TrainConfig):
     output = config.output or os.path.join("runs", f"{config.task}_{config.objective}_{config.pooling}")
     os.makedirs(output, exist_ok=True)
     data_dir = resolve_data_dir(config.task, config.data_dir)
-    data = {split: load_task(config.task, split, data_dir) for split in ("train", "valid", "test")}
-    data["train"] = data["train"].head(config.limit_train)
-    for split, d in data.items():
-        print(f"[zoo] {split}: {d.summary()}", file=sys.stderr)
+    data = load_splits(config.task, data_dir, config.limit_train)
 
     keras.utils.set_random_seed(config.seed)
     encoder = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
@@ -275,11 +287,8 @@ def train_bi_encoder(config: TrainConfig):
     valid, _ = evaluate_encoder(best, data["valid"], config.eval_batch_size)
     test, _ = evaluate_encoder(best, data["test"], config.eval_batch_size)
     results = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
-        "versions": versions(),
-        "data_files": {split: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d),
-                               "duplicates": d.duplicates, "bad_lines": d.bad_lines} for split, d in data.items()},
+        "data_files": data_files(data),
         "epochs": state["history"],
         "best_epoch": state["best"]["epoch"],
         "valid_spearman": valid["spearman"],
@@ -288,16 +297,14 @@ def train_bi_encoder(config: TrainConfig):
         "train_seconds": state["train_seconds"],
         "seconds": time.time() - t0,
     }
-    write_json_atomic(os.path.join(output, "results.json"), results)
-    write_text_atomic(os.path.join(output, "results.md"), results_table(results))
-    print(results_table(results), file=sys.stderr)
-    return results
+    results["command"] = " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])  # for the table
+    return save_results(output, results, results_table(results))
 
 
 def results_table(results):
     c = results["config"]
     lines = [
-        f"| task | objective | pooling | checkpoint | epochs | best epoch | valid Spearman | test Spearman |",
+        "| task | objective | pooling | checkpoint | epochs | best epoch | valid Spearman | test Spearman |",
         "|---|---|---|---|---|---|---|---|",
         f"| {c['task']} | {c['objective']} | {c['pooling']} | {c['checkpoint']} | {c['epochs']} | "
         f"{results['best_epoch']} | {results['valid_spearman']:.2f} | {results['test_spearman']:.2f} |",
@@ -434,9 +441,7 @@ def train_simbert(config: SimBERTConfig):
         zero_shot[task] = evaluate_encoder(best.encoder, test, 128)[0]["spearman"]
     samples = {text: best.gen_synonyms(text, n=100, k=5, seed=config.seed) for text in config.samples}
     results = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
-        "versions": versions(),
         "data_files": {k: {"path": os.path.abspath(v), "sha256": sha256_of(v)} for k, v in data_files.items()},
         "groups": len(groups),
         "epochs": state["history"],
@@ -450,10 +455,7 @@ def train_simbert(config: SimBERTConfig):
     lines += [f"| {task} | {value:.2f} |" for task, value in zero_shot.items()]
     lines += ["", "| input | top gen_synonyms (cosine) |", "|---|---|"]
     lines += [f"| {text} | " + "; ".join(f"{t} ({s:.2f})" for t, s in out) + " |" for text, out in samples.items()]
-    write_json_atomic(os.path.join(output, "results.json"), results)
-    write_text_atomic(os.path.join(output, "results.md"), "\n".join(lines) + "\n")
-    print("\n".join(lines), file=sys.stderr)
-    return results
+    return save_results(output, results, "\n".join(lines) + "\n")
 
 
 def simbert_main(argv=None):
@@ -510,8 +512,7 @@ def train_cross_encoder(config: CrossConfig):
     output = config.output or os.path.join("runs", f"{config.task}_cross_{config.head}")
     os.makedirs(output, exist_ok=True)
     data_dir = resolve_data_dir(config.task, config.data_dir)
-    data = {split: load_task(config.task, split, data_dir) for split in ("train", "valid", "test")}
-    data["train"] = data["train"].head(config.limit_train)
+    data = load_splits(config.task, data_dir, config.limit_train)
     keras.utils.set_random_seed(config.seed)
     model = CrossEncoder.from_checkpoint(checkpoint, head=config.head, maxlen=config.maxlen,
                                          zero_segments=config.zero_segments)
@@ -544,24 +545,18 @@ def train_cross_encoder(config: CrossConfig):
     valid_scores, test_scores = scores("valid"), scores("test")
     threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
     results = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
-        "versions": versions(),
-        "data_files": {split: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d)}
-                       for split, d in data.items()},
+        "data_files": data_files(data),
         "epochs": state["history"], "best_epoch": state["best"]["epoch"],
         "threshold": threshold, "valid_accuracy": 100 * valid_acc,
         "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
         "test_spearman": 100 * spearman(test_scores, data["test"].labels),
         "train_seconds": state["train_seconds"], "seconds": time.time() - t0,
     }
-    write_json_atomic(os.path.join(output, "results.json"), results)
     table = ("| task | head | valid acc | threshold | test acc | test Spearman |\n|---|---|---|---|---|---|\n"
              f"| {config.task} | {config.head} | {results['valid_accuracy']:.2f} | {threshold:.4f} | "
              f"{results['test_accuracy']:.2f} | {results['test_spearman']:.2f} |\n")
-    write_text_atomic(os.path.join(output, "results.md"), table)
-    print(table, file=sys.stderr)
-    return results
+    return save_results(output, results, table)
 
 
 def cross_main(argv=None):
@@ -657,8 +652,7 @@ def train_dvbert(config: DvBERTConfig):
     output = config.output or os.path.join("runs", f"{config.task}_dvbert")
     os.makedirs(output, exist_ok=True)
     data_dir = resolve_data_dir(config.task, config.data_dir)
-    data = {split: load_task(config.task, split, data_dir) for split in ("train", "valid", "test")}
-    data["train"] = data["train"].head(config.limit_train)
+    data = load_splits(config.task, data_dir, config.limit_train)
     if not np.all(np.isin(data["train"].labels, (0, 1))):
         raise ValueError(f"DvBERT here handles binary labels; {config.task} train has other values")
     train_pairs = list(zip(data["train"].texts_a, data["train"].texts_b))
@@ -696,23 +690,18 @@ def train_dvbert(config: DvBERTConfig):
     test, test_scores = evaluate_encoder(best, data["test"], 128)
     threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
     results = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
-        "versions": versions(),
-        "data_files": {s: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path)} for s, d in data.items()},
+        "data_files": data_files(data),
         "epochs": state["history"], "best_epoch": state["best"]["epoch"],
         "valid_spearman": valid["spearman"], "test_spearman": test["spearman"],
         "threshold": threshold, "valid_accuracy": 100 * valid_acc,
         "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
         "train_seconds": state["train_seconds"], "seconds": time.time() - t0,
     }
-    write_json_atomic(os.path.join(output, "results.json"), results)
     table = ("| task | student | teachers | test Spearman | test accuracy |\n|---|---|---|---|---|\n"
              f"| {config.task} | DvBERT ({config.pooling}) | {len(config.teachers)} | {results['test_spearman']:.2f} | "
              f"{results['test_accuracy']:.2f} |\n")
-    write_text_atomic(os.path.join(output, "results.md"), table)
-    print(table, file=sys.stderr)
-    return results
+    return save_results(output, results, table)
 
 
 def dvbert_main(argv=None):

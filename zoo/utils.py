@@ -64,3 +64,14 @@ def _json_default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def save_results(output, results, table):
+    """Write ``output/results.json`` (the command line and package versions first) and ``output/results.md``
+    (``table``), print the table, and return the full results dict."""
+    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]), "versions": versions(),
+               **results}
+    write_json_atomic(os.path.join(output, "results.json"), results)
+    write_text_atomic(os.path.join(output, "results.md"), table)
+    print(table, file=sys.stderr)
+    return results
