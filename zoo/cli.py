@@ -19,7 +19,7 @@ def add_export(commands):
         description="Write MODEL as <OUT>/<NAME>/<VERSION>/ (TF Serving's layout): a SavedModel that takes "
                     "raw strings, or with --format onnx a model.onnx that takes token ids (plus vocab.txt).")
     p.add_argument("--model", required=True, help="a checkpoint folder (Google, transformers), a zoo preset "
-                   "(folder or name) or a .keras file of a SentenceEncoder")
+                   "(folder or name) or a .keras file of a SentenceEncoder, SimBERT or CrossEncoder")
     p.add_argument("--out", required=True, help="base folder; the export goes to OUT/NAME/VERSION")
     p.add_argument("--format", choices=("saved_model", "onnx"), default="saved_model")
     p.add_argument("--name", default="default", help="model name (default: %(default)s)")

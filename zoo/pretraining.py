@@ -448,7 +448,13 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, wwm=False, n
         start = start or DEFAULT_PRESET
         tokenizer = load_tokenizer(start)
         backbone = load_backbone(start, with_mlm=True, output_hidden_states=hidden_states)
-    teacher = load_backbone(start, with_mlm=False) if objective == "tacl" else None
+    teacher = None
+    if objective == "tacl":
+        import warnings
+
+        with warnings.catch_warnings():  # the teacher needs no MLM head: not worth a warning
+            warnings.simplefilter("ignore")
+            teacher = load_backbone(start, with_mlm=False)
     examples = PretrainingExamples(tokenizer, docs, maxlen=maxlen, nsp=nsp, wwm=wwm, seed=seed)
     print(f"[zoo] {len(docs)} documents -> {len(examples.examples)} examples", file=sys.stderr)
     epochs = max(1, steps // eval_every)
