@@ -22,7 +22,18 @@ def backbone_inputs():
 
 
 class TokenizerAssetsMixin:
-    """Keeps the (Python) tokenizer with the model: saved into ``.keras`` files as assets."""
+    """What zoo's task models share: the (Python) tokenizer kept with the model (saved into ``.keras`` files as
+    assets), ``save``/``load`` as a preset or ``.keras`` file, and a config holding the serialized backbone."""
+
+    def _config(self, **fields):
+        return {"name": self.name, "trainable": self.trainable, **fields,
+                "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
 
     def save_assets(self, dir_path):
         if getattr(self, "tokenizer", None) is not None:
@@ -97,14 +108,7 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
         return self.backbone.hidden_dim
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "pooling": self.pooling, "maxlen": self.maxlen,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return self._config(pooling=self.pooling, maxlen=self.maxlen)
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None):

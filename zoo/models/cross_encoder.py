@@ -46,14 +46,7 @@ class CrossEncoder(TokenizerAssetsMixin, keras.Model):
                    zero_segments=zero_segments)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "head": self.head, "maxlen": self.maxlen,
-                "zero_segments": self.zero_segments, "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return self._config(head=self.head, maxlen=self.maxlen, zero_segments=self.zero_segments)
 
     def encode_pairs(self, texts_a, texts_b, maxlen=None):
         """(token_ids, segment_ids) rows for pairs (bert4keras truncation), segments zeroed if configured."""

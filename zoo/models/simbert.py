@@ -49,14 +49,7 @@ class SimBERT(TokenizerAssetsMixin, keras.Model):
         return cls(backbone, tokenizer, maxlen=maxlen)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "maxlen": self.maxlen,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return self._config(maxlen=self.maxlen)
 
     # ------------------------------------------------------------------ retrieval head
     @property
