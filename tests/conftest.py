@@ -64,6 +64,18 @@ CJK_CHARS = ("的一是不了人我在有他这中大来上个国到说们为子
 FULLWIDTH_PUNCT = "，。！？（）：；、“”《》【】"
 
 
+def tiny_sentence_encoder(seed=0):
+    """A random 2-layer, 32-wide SentenceEncoder on the synthetic vocabulary ([CLS] pooling, maxlen 32)."""
+    import keras
+
+    import zoo
+
+    keras.utils.set_random_seed(seed)
+    tok = zoo.Tokenizer(synthetic_vocab())
+    backbone = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0)
+    return zoo.SentenceEncoder(backbone, tok, pooling="cls", maxlen=32)
+
+
 def synthetic_vocab():
     """A small BERT-style vocabulary: specials, [unused], ASCII, CJK chars, latin word pieces, and tokens that
     bert4keras' simplified vocabulary drops (``##的``, ``中国``, ``##，``)."""

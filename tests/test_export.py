@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from conftest import BERT_VOCAB, require_shared, synthetic_vocab
+from conftest import tiny_sentence_encoder, BERT_VOCAB, require_shared, synthetic_vocab
 from zoo.cli import main as cli
 from zoo.export import GraphTokenizer, export_onnx, export_saved_model, load_exportable, version_path
 
@@ -28,10 +28,7 @@ TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不�
 
 @pytest.fixture(scope="module")
 def encoder():
-    keras.utils.set_random_seed(0)
-    tok = zoo.Tokenizer(synthetic_vocab())
-    backbone = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0)
-    return zoo.SentenceEncoder(backbone, tok, pooling="cls", maxlen=32)
+    return tiny_sentence_encoder(seed=0)
 
 
 @pytest.fixture(scope="module")

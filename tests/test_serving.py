@@ -9,13 +9,11 @@ import subprocess
 import sys
 import threading
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import zoo
-from conftest import synthetic_vocab
+from conftest import tiny_sentence_encoder
 from zoo.export import export_saved_model
 from zoo.serving import Batcher, ModelServer
 
@@ -29,10 +27,7 @@ TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不�
 
 @pytest.fixture(scope="module")
 def encoder():
-    keras.utils.set_random_seed(1)
-    tok = zoo.Tokenizer(synthetic_vocab())
-    backbone = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0)
-    return zoo.SentenceEncoder(backbone, tok, pooling="cls", maxlen=32)
+    return tiny_sentence_encoder(seed=1)
 
 
 @pytest.fixture(scope="module")
