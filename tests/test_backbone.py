@@ -228,6 +228,39 @@ def test_attention_mask(tiny_zoo, tiny_batch):
     assert np.abs(unmasked[:, :k] - plain["sequence_output"][:, :k]).max() > 1e-4
 
 
+def test_first_token_only_equals_full_model(tiny_zoo, tiny_batch):
+    """backbone(x, first_token_only=True) gives the full model's [CLS] state, pooled vector and gradients."""
+    import tensorflow as tf
+
+    from keras import ops
+
+    def first_token(batch):
+        return {k: ops.convert_to_numpy(v) for k, v in tiny_zoo(batch, training=False, first_token_only=True).items()}
+
+    full = zoo_outputs(tiny_zoo, tiny_batch)
+    first = first_token(tiny_batch)
+    assert first["sequence_output"].shape[1] == 1 and "mlm_logits" not in first
+    np.testing.assert_allclose(first["sequence_output"][:, 0], full["sequence_output"][:, 0], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(first["pooled_output"], full["pooled_output"], rtol=0, atol=1e-6)
+    b, t = tiny_batch["token_ids"].shape
+    causal = np.broadcast_to(np.tril(np.ones((t, t), "int32")), (b, t, t)).copy()
+    causal[:, 0, 3] = 1  # let [CLS] see a few later positions: the mask row of position 0 is what matters
+    masked = zoo_outputs(tiny_zoo, tiny_batch, attention_mask=causal)
+    first = first_token({**tiny_batch, "attention_mask": causal})
+    np.testing.assert_allclose(first["pooled_output"], masked["pooled_output"], rtol=0, atol=1e-6)
+
+    def grads(**kwargs):
+        with tf.GradientTape() as tape:
+            out = tiny_zoo(tiny_batch, training=False, **kwargs)
+            loss = tf.reduce_sum(tf.sin(out["sequence_output"][:, 0])) + tf.reduce_sum(out["pooled_output"] ** 2)
+        weights = [w for w in tiny_zoo.trainable_weights if "mlm" not in w.path]
+        return [np.asarray(tf.convert_to_tensor(g)) if g is not None else np.zeros(w.shape) for w, g in
+                zip(weights, tape.gradient(loss, [w.value for w in weights]))]
+
+    for g_full, g_first in zip(grads(), grads(first_token_only=True)):
+        np.testing.assert_allclose(g_first, g_full, rtol=0, atol=1e-5)
+
+
 def test_padding_positions_do_not_leak(tiny_zoo, tiny_batch):
     """Changing tokens under padding_mask == 0 leaves the real positions unchanged."""
     out = zoo_outputs(tiny_zoo, tiny_batch)

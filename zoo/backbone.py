@@ -11,6 +11,7 @@ import keras
 import numpy as np
 from keras import ops
 from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
+from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -54,6 +55,33 @@ class BiasAdd(keras.layers.Layer):
         return {**super().get_config(), "units": self.units}
 
 
+def first_token_layer(layer, x, padding_mask=None, attention_mask=None, training=None):
+    """``TransformerEncoder`` ``layer`` applied to [B, T, H] ``x`` for position 0 only -> [B, 1, H].
+
+    Equals ``layer(x, ...)[:, :1]``: the first token still attends to every position (keys and values are
+    projected for all T), but its query, the attention output projection and the feed-forward block run on
+    one position instead of T -- about 5/6 of a layer's work saved when only [CLS] is read.
+    """
+    mask = merge_padding_and_attention_mask(x, padding_mask, attention_mask)
+    if mask is not None:
+        mask = mask[:, :1, :]
+    residual = query = x[:, :1, :]
+    if layer.normalize_first:
+        query, x = layer._self_attention_layer_norm(query), layer._self_attention_layer_norm(x)
+    h = layer._self_attention_layer(query=query, value=x, attention_mask=mask, training=training)
+    h = layer._self_attention_dropout(h, training=training) + residual
+    if not layer.normalize_first:
+        h = layer._self_attention_layer_norm(h)
+    residual = h
+    if layer.normalize_first:
+        h = layer._feedforward_layer_norm(h)
+    h = layer._feedforward_output_dense(layer._feedforward_intermediate_dense(h))
+    h = layer._feedforward_dropout(h, training=training) + residual
+    if not layer.normalize_first:
+        h = layer._feedforward_layer_norm(h)
+    return h
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class BertBackbone(keras.Model):
     """BERT encoder. Call it on a dict of int arrays ``token_ids``, ``segment_ids``, ``padding_mask``
@@ -61,6 +89,10 @@ class BertBackbone(keras.Model):
     the padding mask). Returns a dict with ``sequence_output`` [B, T, H], ``pooled_output`` [B, H], with
     ``with_mlm=True`` also ``mlm_logits`` [B, T, V], and with ``output_hidden_states=True`` also
     ``hidden_states`` (embedding output then every layer's output).
+
+    ``backbone(inputs, first_token_only=True)`` computes the last layer for [CLS] only (``sequence_output``
+    is then [B, 1, H]; no MLM logits or hidden states): the same [CLS] and pooled vectors, ~20% less work for
+    a 4-layer model. [CLS]-pooled encoders and cross-encoders use it.
 
     Build one from a checkpoint with ``zoo.load_backbone``; the constructor gives random weights.
     """
@@ -148,6 +180,20 @@ class BertBackbone(keras.Model):
         self.output_hidden_states = output_hidden_states
         self.token_embedding = token_embedding
 
+    def call(self, inputs, training=None, mask=None, first_token_only=False):
+        if not first_token_only:
+            return super().call(inputs, training=training, mask=mask)
+        layer = self.get_layer
+        padding_mask, attention_mask = inputs["padding_mask"], inputs.get("attention_mask")
+        tokens = layer("token_embedding")(inputs["token_ids"])
+        x = layer("embeddings_add")(
+            [tokens, layer("position_embedding")(tokens), layer("segment_embedding")(inputs["segment_ids"])])
+        x = layer("embeddings_dropout")(layer("embeddings_layer_norm")(x), training=training)
+        for transformer in self.transformer_layers[:-1]:
+            x = transformer(x, padding_mask=padding_mask, attention_mask=attention_mask, training=training)
+        x = first_token_layer(self.transformer_layers[-1], x, padding_mask, attention_mask, training)
+        return {"sequence_output": x, "pooled_output": layer("pooler_dense")(x[:, 0, :])}
+
     def __call__(self, inputs, *args, **kwargs):
         if isinstance(inputs, dict):
             # ``attention_mask`` may be left out; numpy arrays may be mixed with tensors.
@@ -155,7 +201,11 @@ class BertBackbone(keras.Model):
             inputs.setdefault("attention_mask", None)
         return super().__call__(inputs, *args, **kwargs)
 
-    def compute_output_spec(self, inputs, *args, **kwargs):
+    def compute_output_spec(self, inputs, *args, first_token_only=False, **kwargs):
+        if first_token_only:
+            batch = inputs["token_ids"].shape[0]
+            return {"sequence_output": keras.KerasTensor((batch, 1, self.hidden_dim), dtype=self.compute_dtype),
+                    "pooled_output": keras.KerasTensor((batch, self.hidden_dim), dtype=self.compute_dtype)}
         # Symbolic calls without a mask: shapes do not depend on it.
         if isinstance(inputs, dict) and inputs.get("attention_mask") is None:
             inputs = {**inputs, "attention_mask": keras.KerasTensor((None, None, None), dtype="int32")}

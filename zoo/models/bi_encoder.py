@@ -84,7 +84,7 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
             raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
                              "(SentenceEncoder.from_checkpoint does this)")
         inputs = backbone_inputs()
-        outputs = backbone(inputs)
+        outputs = backbone(inputs, first_token_only=pooling in ("cls", "pooler"))  # see BertBackbone
         embedding = Pooling(pooling, name="pooling")(outputs, inputs["padding_mask"])
         super().__init__(inputs=inputs, outputs=embedding, **kwargs)
         if pooling != "pooler":  # the pooler does not reach the output: freeze it (no gradient warnings)

@@ -28,7 +28,7 @@ class CrossEncoder(TokenizerAssetsMixin, keras.Model):
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         inputs = backbone_inputs()
-        cls = backbone(inputs)["sequence_output"][:, 0, :]
+        cls = backbone(inputs, first_token_only=True)["sequence_output"][:, 0, :]
         units = 2 if head == "softmax" else 1
         logits = keras.layers.Dense(units, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
                                     name="classifier")(cls)
