@@ -247,6 +247,26 @@ def data_files(data):
                     "duplicates": d.duplicates, "bad_lines": d.bad_lines} for split, d in data.items()}
 
 
+def job_results(config, state, data, t0, **resolved):
+    """The fields every pair job's results.json shares: its config (with ``resolved`` defaults such as the
+    checkpoint and output folder), data files, per-epoch history, best epoch and times."""
+    return {"config": {**dataclasses.asdict(config), **resolved}, "data_files": data_files(data),
+            "epochs": state["history"], "best_epoch": state["best"]["epoch"],
+            "train_seconds": state["train_seconds"], "seconds": time.time() - t0}
+
+
+def add_job_flags(p, defaults):
+    """Flags the cross-encoder and DvBERT jobs share: --checkpoint, --data-dir, integer settings, --lr,
+    --output, --no-progress (defaults from the job's config dataclass)."""
+    p.add_argument("--checkpoint", help="starting checkpoint (default: the embedded preset)")
+    p.add_argument("--data-dir")
+    for name in ("epochs", "batch_size", "maxlen", "limit_train", "seed", "save_every"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--output")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
+
 def train_bi_encoder(config: TrainConfig):
     """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json)."""
     import keras
@@ -286,17 +306,8 @@ def train_bi_encoder(config: TrainConfig):
     best = SentenceEncoder.load(model_dir)
     valid, _ = evaluate_encoder(best, data["valid"], config.eval_batch_size)
     test, _ = evaluate_encoder(best, data["test"], config.eval_batch_size)
-    results = {
-        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
-        "data_files": data_files(data),
-        "epochs": state["history"],
-        "best_epoch": state["best"]["epoch"],
-        "valid_spearman": valid["spearman"],
-        "test_spearman": test["spearman"],
-        "test_pearson": test["pearson"],
-        "train_seconds": state["train_seconds"],
-        "seconds": time.time() - t0,
-    }
+    results = {**job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
+               "valid_spearman": valid["spearman"], "test_spearman": test["spearman"], "test_pearson": test["pearson"]}
     results["command"] = " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])  # for the table
     return save_results(output, results, results_table(results))
 
@@ -545,13 +556,10 @@ def train_cross_encoder(config: CrossConfig):
     valid_scores, test_scores = scores("valid"), scores("test")
     threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
     results = {
-        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
-        "data_files": data_files(data),
-        "epochs": state["history"], "best_epoch": state["best"]["epoch"],
+        **job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
         "threshold": threshold, "valid_accuracy": 100 * valid_acc,
         "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
         "test_spearman": 100 * spearman(test_scores, data["test"].labels),
-        "train_seconds": state["train_seconds"], "seconds": time.time() - t0,
     }
     table = ("| task | head | valid acc | threshold | test acc | test Spearman |\n|---|---|---|---|---|---|\n"
              f"| {config.task} | {config.head} | {results['valid_accuracy']:.2f} | {threshold:.4f} | "
@@ -564,14 +572,8 @@ def cross_main(argv=None):
     d = CrossConfig()
     p.add_argument("--task", choices=TASKS, default=d.task)
     p.add_argument("--head", choices=("softmax", "cosent"), default=d.head)
-    p.add_argument("--checkpoint")
-    p.add_argument("--data-dir")
-    for name in ("epochs", "batch_size", "maxlen", "limit_train", "seed", "save_every"):
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
-    p.add_argument("--lr", type=float, default=d.lr)
+    add_job_flags(p, d)
     p.add_argument("--zero-segments", action="store_true", help="all segment ids 0, as bojone's interact.py")
-    p.add_argument("--output")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
     train_cross_encoder(CrossConfig(**vars(p.parse_args(argv))))
 
 
@@ -690,13 +692,10 @@ def train_dvbert(config: DvBERTConfig):
     test, test_scores = evaluate_encoder(best, data["test"], 128)
     threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
     results = {
-        "config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output, "data_dir": data_dir},
-        "data_files": data_files(data),
-        "epochs": state["history"], "best_epoch": state["best"]["epoch"],
+        **job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
         "valid_spearman": valid["spearman"], "test_spearman": test["spearman"],
         "threshold": threshold, "valid_accuracy": 100 * valid_acc,
         "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
-        "train_seconds": state["train_seconds"], "seconds": time.time() - t0,
     }
     table = ("| task | student | teachers | test Spearman | test accuracy |\n|---|---|---|---|---|\n"
              f"| {config.task} | DvBERT ({config.pooling}) | {len(config.teachers)} | {results['test_spearman']:.2f} | "
@@ -710,15 +709,9 @@ def dvbert_main(argv=None):
     p.add_argument("--task", choices=TASKS, default=d.task)
     p.add_argument("--teacher", dest="teachers", action="append", required=True,
                    help="a trained cross-encoder (zoo preset folder, e.g. runs/LCQMC_cross_softmax/model); repeat")
-    p.add_argument("--checkpoint", help="the student's starting checkpoint (default: the embedded preset)")
-    p.add_argument("--data-dir")
     p.add_argument("--pooling", default=d.pooling, choices=("cls", "mean", "first-last-avg", "pooler"))
-    for name in ("epochs", "batch_size", "maxlen", "limit_train", "seed", "save_every"):
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
-    p.add_argument("--lr", type=float, default=d.lr)
+    add_job_flags(p, d)
     p.add_argument("--warmup", type=float, default=d.warmup, help="share of steps for linear warm-up")
-    p.add_argument("--output")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
     args = vars(p.parse_args(argv))
     args["teachers"] = tuple(args["teachers"])
     train_dvbert(DvBERTConfig(**args))
