@@ -53,6 +53,11 @@ def test_encode_keeps_input_order_and_normalises(tiny_encoders):
     assert enc.encode([]).shape == (0, 32)
 
 
+def test_encode_progress_bar_counts_texts(tiny_encoders, capsys):
+    tiny_encoders["cls"].encode(TEXTS * 5, batch_size=4, show_progress_bar=True)  # 30 texts, last batch of 2
+    assert "30/30" in capsys.readouterr().err
+
+
 def test_empty_and_overlong_texts(tiny_encoders):
     enc = tiny_encoders["cls"]
     long_text = "我们在中国" * 400  # 2000 characters, truncated to maxlen=32 tokens

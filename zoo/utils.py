@@ -26,6 +26,19 @@ def progress(iterable, desc, enabled=True, total=None, **kwargs):
     return tqdm(iterable, desc=desc, total=total, file=sys.stderr, dynamic_ncols=True, **kwargs)
 
 
+def batch_starts(n, batch_size, desc, enabled=None, unit="it"):
+    """Start offsets of the batches over ``n`` items; the bar (shown by default past 20 batches) counts items,
+    so its total and rate are exact when the last batch is short."""
+    starts = range(0, n, batch_size)
+    bar = progress(None, desc, len(starts) > 20 if enabled is None else enabled, total=n, unit=unit)
+    for start in starts:
+        yield start
+        if bar is not None:
+            bar.update(min(batch_size, n - start))
+    if bar is not None:
+        bar.close()
+
+
 def versions():
     """Versions of the packages that decide a result."""
     import importlib.metadata as md

@@ -10,7 +10,7 @@ from keras import ops
 
 from ..losses import pair_cosine
 from ..pooling import Pooling
-from ..utils import batch_length, progress
+from ..utils import batch_length, batch_starts
 
 
 def backbone_inputs():
@@ -128,10 +128,7 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
             pieces = self.tokenizer.piece_ids(texts)
             lengths = np.array([min(len(p) + 2, maxlen) for p in pieces])
             order = np.argsort(-lengths, kind="stable")
-            starts = range(0, len(texts), batch_size)
-            if show_progress_bar is None:
-                show_progress_bar = len(starts) > 20
-            for start in progress(starts, "encode", show_progress_bar, unit_scale=batch_size, unit="sent"):
+            for start in batch_starts(len(texts), batch_size, "encode", show_progress_bar, unit="sent"):
                 index = order[start:start + batch_size]
                 rows = [self.tokenizer._assemble(pieces[i], None, maxlen) for i in index]
                 batch = self.tokenizer.pad(rows, pad_to=batch_length(rows, maxlen))

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ..utils import batch_length, progress
+from ..utils import batch_length, batch_starts
 from .bi_encoder import TokenizerAssetsMixin, backbone_inputs
 
 HEADS = ("softmax", "cosent")
@@ -73,13 +73,10 @@ class CrossEncoder(TokenizerAssetsMixin, keras.Model):
             return out
         rows = self.encode_pairs([a for a, _ in pairs], [b for _, b in pairs])
         order = np.argsort([-len(r[0]) for r in rows], kind="stable")
-        starts = range(0, len(rows), batch_size)
-        if show_progress_bar is None:
-            show_progress_bar = len(starts) > 20
         if not self.compiled and not getattr(self, "_jit_chosen", False):
             self.jit_compile = keras.backend.backend() != "torch"
             self._jit_chosen = True
-        for start in progress(starts, "predict", show_progress_bar, unit_scale=batch_size, unit="pair"):
+        for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit="pair"):
             index = order[start:start + batch_size]
             batch = [rows[i] for i in index]
             logits = np.asarray(ops.convert_to_numpy(self.predict_on_batch(
