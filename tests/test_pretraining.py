@@ -11,8 +11,9 @@ from keras import ops
 
 import zoo
 from conftest import CJK_CHARS, synthetic_vocab
-from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingExamples, mask_tokens,
-                             read_corpus, read_documents, span_mask, taco_indices, taco_loss, tacl_loss)
+from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingBatches, PretrainingExamples, gather_positions,
+                             mask_tokens, masked_positions, max_predictions, read_corpus, read_documents, span_mask,
+                             taco_indices, taco_loss, tacl_loss)
 
 
 def test_corpus_formats(tmp_path):
@@ -90,8 +91,38 @@ def test_tacl_loss_matches_numpy():
         logits = sn[b, i] @ tn[b].T / 0.01
         logits = logits[pad[b] == 1]
         total += -(logits[i] - logits.max() - np.log(np.exp(logits - logits.max()).sum()))
-    got = float(ops.convert_to_numpy(tacl_loss(s, t, w, pad)))
+    positions, weights = masked_positions(w.astype(bool), 3)  # the student is given at the masked positions
+    np.testing.assert_array_equal(positions, [[1, 3, 0], [0, 0, 0]])
+    student = ops.convert_to_numpy(gather_positions(s, positions))
+    got = float(ops.convert_to_numpy(tacl_loss(student, t, positions, weights, pad)))
     assert got == pytest.approx(total / w.sum(), rel=1e-4)
+    with pytest.raises(ValueError, match="max_predictions=1"):
+        masked_positions(w.astype(bool), 1)
+
+
+def test_mlm_head_on_masked_positions_equals_full_logits(tok):
+    keras.utils.set_random_seed(0)
+    bb = zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, dropout=0.0, with_mlm=True)
+    x = tok(["今天天气很好", "我们在中国说的话"], maxlen=16)
+    out = bb(x)
+    positions = np.array([[1, 2, 5], [3, 0, 7]], "int32")
+    got = ops.convert_to_numpy(bb.mlm_head(gather_positions(out["sequence_output"], positions)))
+    full = ops.convert_to_numpy(out["mlm_logits"])
+    np.testing.assert_allclose(got, np.take_along_axis(full, positions[..., None], axis=1), atol=1e-5)
+    with pytest.raises(ValueError, match="no MLM head"):
+        zoo.BertBackbone(tok.vocab_size, 1, 2, 32, 64).mlm_head(out["sequence_output"])
+
+
+def test_batches_keep_every_masked_position(tok):
+    texts = ["我们今天去北京大学参观图书馆和博物馆。中华人民共和国成立于一九四九年，首都是北京。"] * 30
+    batches = PretrainingBatches(PretrainingExamples(tok, texts, maxlen=64, nsp=True), batch_size=8, steps=3)
+    for _, x, _ in batches.epoch(0, 0):
+        length = x["token_ids"].shape[1]
+        assert x["mlm_positions"].shape == (8, max_predictions(length))
+        changed = (x["token_ids"] != x["truth_ids"]).sum()
+        assert x["mlm_weights"].sum() >= changed > 0  # every replaced token is a prediction target
+        rows, slots = np.nonzero(x["mlm_weights"])
+        assert np.all(x["padding_mask"][rows, x["mlm_positions"][rows, slots]] == 1)
 
 
 def test_taco_sampling_and_loss_match_numpy():

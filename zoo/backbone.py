@@ -211,6 +211,15 @@ class BertBackbone(keras.Model):
             inputs = {**inputs, "attention_mask": keras.KerasTensor((None, None, None), dtype="int32")}
         return super().compute_output_spec(inputs, *args, **kwargs)
 
+    def mlm_head(self, hidden):
+        """Vocabulary logits for hidden vectors [..., H] through the MLM head (transform, LayerNorm, tied
+        embedding, bias): pretraining calls it on the masked positions only, as Google BERT does."""
+        if not self.with_mlm:
+            raise ValueError("this backbone has no MLM head (build or load it with with_mlm=True)")
+        layer = self.get_layer
+        h = layer("mlm_layer_norm")(layer("mlm_transform")(hidden))
+        return layer("mlm_bias")(self.token_embedding(h, reverse=True))
+
     @property
     def transformer_layers(self):
         return [self.get_layer(f"transformer_layer_{i}") for i in range(self.num_layers)]

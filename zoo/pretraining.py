@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 import os
 import re
 
@@ -217,10 +218,7 @@ class PretrainingBatches:
         length = batch_length([(r[0],) for r in rows])
         x = tok.pad([(r[2], r[1]) for r in rows], pad_to=length)
         x["truth_ids"] = tok.pad([(r[0], r[1]) for r in rows], pad_to=length)["token_ids"]
-        weights = np.zeros_like(x["token_ids"], dtype="float32")
-        for j, c in enumerate(chosen_rows):
-            weights[j, : len(c)] = c
-        x["mlm_weights"] = weights
+        x["mlm_positions"], x["mlm_weights"] = masked_positions(chosen_rows, max_predictions(length, self.rate))
         x["nsp_labels"] = np.array(nsp, "int32")
         x["taco_positive"], x["taco_negative"] = taco_indices(x["padding_mask"], self.k, rng)
         return x
@@ -230,6 +228,33 @@ class PretrainingBatches:
             rng = np.random.default_rng([seed, epoch, step])
             index = rng.integers(0, len(self.ex.examples), self.batch_size)
             yield step, self.batch(rng, index), np.zeros(self.batch_size, "float32")
+
+
+def max_predictions(length, rate=0.15):
+    """Masked positions kept per row of a batch padded to ``length``: ceil(rate * length) >= what
+    ``mask_tokens`` picks (round(rate * candidates), candidates < length); fixed per length, so XLA compiles one
+    program per padded length (Google BERT's ``max_predictions_per_seq``)."""
+    return max(1, math.ceil(rate * length))
+
+
+def masked_positions(chosen_rows, size):
+    """(positions [B, size] int32, weights [B, size] float32) of the chosen positions, padded with position 0
+    and weight 0."""
+    positions, weights = np.zeros((len(chosen_rows), size), "int32"), np.zeros((len(chosen_rows), size), "float32")
+    for j, chosen in enumerate(chosen_rows):
+        where = np.flatnonzero(chosen)
+        if len(where) > size:
+            raise ValueError(f"{len(where)} masked positions in a row, more than max_predictions={size}")
+        positions[j, : len(where)], weights[j, : len(where)] = where, 1.0
+    return positions, weights
+
+
+def gather_positions(sequence, positions):
+    """sequence [B, T, ...] at positions [B, P] -> [B, P, ...]."""
+    index = positions
+    for _ in range(len(sequence.shape) - 2):
+        index = ops.expand_dims(index, -1)
+    return ops.take_along_axis(sequence, index, axis=1)
 
 
 def taco_indices(padding_mask, k, rng):
@@ -262,15 +287,15 @@ def mlm_loss_and_accuracy(logits, truth_ids, weights):
     return ops.sum(ce * weights) / total, ops.sum(correct * weights) / total
 
 
-def tacl_loss(student, teacher, weights, padding_mask, temperature=0.01):
-    """TaCL token contrast: for each masked position i of a row, softmax over the teacher's positions of that row
-    (cosine / temperature) with target i. Padding positions are removed from the denominator (zoo's choice; the
-    original keeps them)."""
+def tacl_loss(student, teacher, positions, weights, padding_mask, temperature=0.01):
+    """TaCL token contrast. ``student`` [B, P, H]: the student's vectors at the masked ``positions`` [B, P]
+    (``weights`` 0 marks unused slots); ``teacher`` [B, T, H]. For each masked position i of a row: softmax over
+    the teacher's positions of that row (cosine / temperature) with target i. Padding positions are removed from
+    the denominator (zoo's choice; the original keeps them)."""
     s, t = l2_normalize(ops.cast(student, "float32")), l2_normalize(ops.cast(ops.stop_gradient(teacher), "float32"))
     logits = ops.einsum("bid,bjd->bij", s, t) / temperature
     logits = ops.where(ops.cast(padding_mask, "bool")[:, None, :], logits, NEG_INF)
-    target = ops.broadcast_to(ops.arange(ops.shape(logits)[1])[None, :], ops.shape(logits)[:2])
-    ce = keras.losses.sparse_categorical_crossentropy(target, logits, from_logits=True)
+    ce = keras.losses.sparse_categorical_crossentropy(positions, logits, from_logits=True)
     return ops.sum(ce * weights) / ops.maximum(ops.sum(weights), 1.0)
 
 
@@ -293,22 +318,24 @@ def taco_loss(hidden, embeddings, positive, negative, padding_mask, temperature=
 
 @keras.saving.register_keras_serializable(package="zoo")
 class PretrainingLoss(keras.layers.Layer):
-    """MLM (+ NSP) (+ TaCL or TACO) from the model's outputs; returns [loss, masked-token accuracy]."""
+    """MLM (+ NSP) (+ TaCL or TACO) from the model's outputs; returns [loss, masked-token accuracy].
+    ``masked_hidden`` [B, P, H] and ``mlm_logits`` [B, P, V] are at the masked positions ``x["mlm_positions"]``."""
 
     def __init__(self, objective="mlm", nsp=True, **kwargs):
         super().__init__(**kwargs)
         self.objective, self.nsp = objective, nsp
 
-    def call(self, x, out, nsp_logits=None, teacher=None):
-        loss, acc = mlm_loss_and_accuracy(out["mlm_logits"], x["truth_ids"], x["mlm_weights"])
+    def call(self, x, masked_hidden, mlm_logits, hidden_states=None, nsp_logits=None, teacher=None):
+        truth = gather_positions(x["truth_ids"], x["mlm_positions"])
+        loss, acc = mlm_loss_and_accuracy(mlm_logits, truth, x["mlm_weights"])
         if self.nsp:
             loss = loss + ops.mean(keras.losses.sparse_categorical_crossentropy(x["nsp_labels"], nsp_logits,
                                                                                 from_logits=True))
         if self.objective == "tacl":
-            loss = loss + tacl_loss(out["sequence_output"], teacher, x["mlm_weights"], x["padding_mask"])
+            loss = loss + tacl_loss(masked_hidden, teacher, x["mlm_positions"], x["mlm_weights"], x["padding_mask"])
         elif self.objective == "taco":
-            hidden = out["hidden_states"]
-            loss = loss + taco_loss(hidden[-1], hidden[0], x["taco_positive"], x["taco_negative"], x["padding_mask"])
+            loss = loss + taco_loss(hidden_states[-1], hidden_states[0], x["taco_positive"], x["taco_negative"],
+                                    x["padding_mask"])
         return ops.stack([loss, acc])
 
     def compute_output_shape(self, *args, **kwargs):
@@ -330,7 +357,7 @@ def build_pretrainer(backbone, objective="mlm", nsp=True, teacher=None, lr=1e-4,
         raise ValueError("TaCL needs a frozen teacher backbone")
     if objective == "taco" and not backbone.output_hidden_states:
         raise ValueError("TACO needs a backbone built with output_hidden_states=True")
-    names = ("token_ids", "segment_ids", "padding_mask", "truth_ids", "taco_positive")
+    names = ("token_ids", "segment_ids", "padding_mask", "truth_ids", "mlm_positions", "taco_positive")
     x = {n: keras.Input((None,), dtype="int32", name=n) for n in names}
     x["mlm_weights"] = keras.Input((None,), dtype="float32", name="mlm_weights")
     x["nsp_labels"] = keras.Input((), dtype="int32", name="nsp_labels")
@@ -342,7 +369,10 @@ def build_pretrainer(backbone, objective="mlm", nsp=True, teacher=None, lr=1e-4,
     if objective == "tacl":
         teacher.trainable = False
         teacher_out = teacher({**model_inputs, "token_ids": x["truth_ids"]})["sequence_output"]
-    result = PretrainingLoss(objective, nsp, name="pretraining_loss")(x, out, nsp_logits, teacher_out)
+    masked_hidden = gather_positions(out["sequence_output"], x["mlm_positions"])  # the vocabulary projection
+    mlm_logits = backbone.mlm_head(masked_hidden)  # runs on the masked positions only
+    result = PretrainingLoss(objective, nsp, name="pretraining_loss")(
+        x, masked_hidden, mlm_logits, out.get("hidden_states"), nsp_logits, teacher_out)
     model = keras.Model(x, result, name=f"{objective}_pretrainer")
     model.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(lr, int(warmup * total_steps), total_steps),
                                                    weight_decay=0.01, clipnorm=1.0),
