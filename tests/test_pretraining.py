@@ -206,7 +206,10 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     assert max(accs[1:]) > accs[0] + 3, accs  # from ~0.5%: tacl reaches ~6.7, mlm and taco ~10-11
     assert (tmp_path / "run" / "loss.png").stat().st_size > 5000
     backbone = zoo.load_backbone(tmp_path / "run", with_mlm=True)
-    assert backbone.num_layers == 2 and json.loads((tmp_path / "run" / "results.json").read_text())["best"]
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert backbone.num_layers == 2 and saved["best"]
+    assert set(saved["anisotropy"]) == {"start", "best"} and -1 <= saved["anisotropy"]["best"]["intra"] <= 1
+    assert "anisotropy" in (tmp_path / "run" / "results.md").read_text()
 
 
 def test_anisotropy_diagnostics(tok):

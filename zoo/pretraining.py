@@ -476,6 +476,7 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, task_texts=(
 
     from .backbone import BertBackbone
     from .checkpoints import load_backbone
+    from .evaluation import token_self_similarity
     from .presets import DEFAULT_PRESET, save_preset
     from .tokenizer import load_tokenizer
     from .training import run_epochs
@@ -520,19 +521,33 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, task_texts=(
                                                                "step": epoch * eval_every,
                                                                "masked_accuracy": value})
 
+    probe = anisotropy_sentences(docs, seed=seed)
+    anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}  # before any (resumed) step
     state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), epochs, seed, evaluate, save_best,
                        save_every=save_every, show_progress=progress, metric="masked_accuracy", unit="seq")
+    anisotropy["best"] = token_self_similarity(load_backbone(model_dir, with_mlm=True), tokenizer, probe)
     plot_curve(state["history"], os.path.join(output, "loss.png"), f"{objective} pretraining")
     table = "| round | step | masked-token accuracy % | train loss (EMA) |\n|---|---|---|---|\n" + "\n".join(
         f"| {h['epoch']} | {h['epoch'] * eval_every} | {h['masked_accuracy']:.2f} | "
         f"{'' if h['train_loss_ema'] is None else format(h['train_loss_ema'], '.4f')} |" for h in state["history"])
+    table += (f"\n\nanisotropy ({len(probe)} sentences of the pretraining text; mean token cosine): "
+              f"start intra {anisotropy['start']['intra']:.3f} inter {anisotropy['start']['inter']:.3f}, "
+              f"best intra {anisotropy['best']['intra']:.3f} inter {anisotropy['best']['inter']:.3f}")
     return save_results(output, {
         "config": {"objective": objective, "start": start, "config": config, "corpus": corpus,
                    "task_texts": list(task_texts), "wwm": wwm, "nsp": nsp,
                    "steps": epochs * eval_every, "batch_size": batch_size, "maxlen": maxlen, "lr": lr,
                    "documents": len(docs), "examples": len(examples.examples), "seed": seed},
-        "curve": state["history"], "best": state["best"], "train_seconds": state["train_seconds"],
-        "seconds": time.time() - t0}, table + "\n")
+        "curve": state["history"], "best": state["best"], "anisotropy": anisotropy,
+        "train_seconds": state["train_seconds"], "seconds": time.time() - t0}, table + "\n")
+
+
+def anisotropy_sentences(docs, n=1000, min_chars=5, seed=0):
+    """A fixed sample of ``n`` sentences (at least ``min_chars`` characters) of the documents, for
+    ``token_self_similarity`` before and after pretraining."""
+    sentences = [t.strip() for d in docs for t in SENTENCE_END.split(d) if len(t.strip()) >= min_chars]
+    index = np.random.default_rng(seed).permutation(len(sentences))[:n]
+    return [sentences[i] for i in sorted(index)]
 
 
 def plot_curve(history, path, title):
