@@ -129,6 +129,8 @@ def test_mlm_head_on_masked_positions_equals_full_logits(tok):
 def test_batches_keep_every_masked_position(tok):
     texts = ["我们今天去北京大学参观图书馆和博物馆。中华人民共和国成立于一九四九年，首都是北京。"] * 30
     batches = PretrainingBatches(PretrainingExamples(tok, texts, maxlen=64, nsp=True), batch_size=8, steps=3)
+    assert len(batches.held_out) == 3 and not set(batches.held_out) & set(batches.train_index)  # 30 // 10
+    assert len(batches.held_out) + len(batches.train_index) == len(batches.ex.examples)
     for _, x, _ in batches.epoch(0, 0):
         length = x["token_ids"].shape[1]
         assert x["mlm_positions"].shape == (8, max_predictions(length))

@@ -204,8 +204,12 @@ class PretrainingBatches:
     """Dynamic masking per (seed, epoch, step): inputs for the pretraining model (masked ids, original ids,
     segments, padding, MLM weights, NSP labels, TACO positive/negative indices)."""
 
-    def __init__(self, examples, batch_size=32, steps=100, taco_negatives=50, rate=0.15):
+    def __init__(self, examples, batch_size=32, steps=100, taco_negatives=50, rate=0.15, held_out=None):
         self.ex, self.batch_size, self.steps, self.k, self.rate = examples, batch_size, steps, taco_negatives, rate
+        n = len(examples.examples)
+        held_out = min(4 * batch_size, n // 10) if held_out is None else held_out
+        order = np.random.default_rng(0).permutation(n)
+        self.held_out, self.train_index = np.sort(order[:held_out]), np.sort(order[held_out:])
         tok = examples.tokenizer
         self.n = steps * batch_size
         self.vocab_ids = np.array([i for i, t in enumerate(tok.vocab) if i not in tok.special_ids
@@ -243,7 +247,7 @@ class PretrainingBatches:
     def epoch(self, seed, epoch, start_step=0):
         for step in range(start_step, self.steps):
             rng = np.random.default_rng([seed, epoch, step])
-            index = rng.integers(0, len(self.ex.examples), self.batch_size)
+            index = self.train_index[rng.integers(0, len(self.train_index), self.batch_size)]
             yield step, self.batch(rng, index), np.zeros(self.batch_size, "float32")
 
 
@@ -398,11 +402,14 @@ def build_pretrainer(backbone, objective="mlm", nsp=True, teacher=None, lr=1e-4,
 
 
 def masked_accuracy(pretrainer, batches, seed=12345, steps=4):
-    """Mean masked-token accuracy on ``steps`` fixed held-out batches (same masks every call)."""
+    """Mean masked-token accuracy on ``steps`` fixed batches of the held-out examples, which training never
+    draws (the same masks every call)."""
+    if not len(batches.held_out):
+        raise ValueError("no held-out examples to measure masked-token accuracy on (the corpus is too small)")
     accs = []
     for step in range(steps):
         rng = np.random.default_rng([seed, step])
-        index = rng.integers(0, len(batches.ex.examples), batches.batch_size)
+        index = batches.held_out[rng.integers(0, len(batches.held_out), batches.batch_size)]
         out = pretrainer.predict_on_batch(batches.batch(rng, index))
         accs.append(float(np.asarray(out)[1]))
     return float(np.mean(accs))
