@@ -3,6 +3,9 @@ MLM/TaCL/TACO run that resumes and leaves a loadable preset, Mirror-BERT/SimCSE,
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -14,6 +17,8 @@ from conftest import CJK_CHARS, synthetic_vocab
 from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingBatches, PretrainingExamples, gather_positions,
                              mask_tokens, masked_positions, max_predictions, read_corpus, read_documents, span_mask,
                              taco_indices, taco_loss, tacl_loss)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_corpus_formats(tmp_path):
@@ -186,10 +191,8 @@ def test_span_mask_and_in_batch_loss():
     assert got == pytest.approx(expected, rel=1e-4)
 
 
-@pytest.mark.parametrize("objective", ["mlm", "tacl", "taco"])
-def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
-    from zoo.pretraining import pretrain
-
+def write_tiny_corpus_and_start(tmp_path):
+    """60 random 4-sentence documents over 40 characters, and a random 2-layer start preset with an MLM head."""
     chars = list(dict.fromkeys(CJK_CHARS))
     rng = np.random.default_rng(0)
     docs = ["。".join("".join(rng.choice(chars[:40], 8)) for _ in range(4)) + "。" for _ in range(60)]
@@ -198,6 +201,13 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     keras.utils.set_random_seed(0)
     zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0, with_mlm=True),
                     zoo.Tokenizer(vocab), tmp_path / "start")
+
+
+@pytest.mark.parametrize("objective", ["mlm", "tacl", "taco"])
+def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
+    from zoo.pretraining import pretrain
+
+    write_tiny_corpus_and_start(tmp_path)
     kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=[str(tmp_path / "corpus.txt")], task_texts=(),
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
@@ -212,6 +222,21 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     assert backbone.num_layers == 2 and saved["best"]
     assert set(saved["anisotropy"]) == {"start", "best"} and -1 <= saved["anisotropy"]["best"]["intra"] <= 1
     assert "anisotropy" in (tmp_path / "run" / "results.md").read_text()
+
+
+def test_pretraining_job_runs_on_jax(tmp_path):
+    """The GPU path: tasks/pretrain.py (TaCL: masked-position MLM head and frozen teacher) under KERAS_BACKEND=jax."""
+    write_tiny_corpus_and_start(tmp_path)
+    cmd = [sys.executable, os.path.join(REPO, "tasks", "pretrain.py"), "--objective", "tacl", "--wwm",
+           "--from", str(tmp_path / "start"), "--corpus", str(tmp_path / "corpus.txt"), "--task-texts", "",
+           "--steps", "20", "--eval-every", "10", "--batch-size", "8", "--maxlen", "48", "--lr", "3e-3",
+           "--output", str(tmp_path / "jax"), "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "jax" / "results.json").read_text())
+    assert results["versions"]["keras_backend"] == "jax"
+    accs = [h["masked_accuracy"] for h in results["curve"]]
+    assert max(accs[1:]) > accs[0] + 2, accs
 
 
 def test_anisotropy_diagnostics(tok):
