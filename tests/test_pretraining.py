@@ -215,7 +215,7 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     results = pretrain(steps=30, **kw)  # resumes after round 1
     accs = [h["masked_accuracy"] for h in results["curve"]]
     assert [h["epoch"] for h in results["curve"]] == [0, 1, 2, 3]
-    assert max(accs[1:]) > accs[0] + 3, accs  # from ~0.5%: tacl reaches ~6.7, mlm and taco ~10-11
+    assert max(accs[1:]) > accs[0] + 5, accs
     assert (tmp_path / "run" / "loss.png").stat().st_size > 5000
     backbone = zoo.load_backbone(tmp_path / "run", with_mlm=True)
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
