@@ -491,7 +491,8 @@ def pretrain(objective="mlm", start=None, config=None, corpus=None, task_texts=(
 
     t0 = time.time()
     os.makedirs(output, exist_ok=True)
-    corpus = corpus or [os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "corpus")]
+    shared_corpus = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "corpus")
+    corpus = corpus or [os.path.normpath(shared_corpus)]
     docs = unique_documents(read_corpus(corpus) + task_documents(task_texts, data_dir))
     if limit_docs is not None:  # a random sample, so that it spans all sources
         docs = [docs[i] for i in np.random.default_rng(seed).permutation(len(docs))[:limit_docs]]
