@@ -182,6 +182,11 @@ def test_compare_matching_end_to_end(tmp_path):
         assert (out / name).stat().st_size > 10_000
     table = (out / "results.md").read_text()
     assert "PAWSX (transfer from LCQMC)" in table and "Interact (cross-encoder) accuracy" in table
+    test_labels = np.array([int(line.rsplit("\t", 1)[1]) for line in (data / "LCQMC.test.data").read_text().split("\n")
+                            if line])
+    majority = results["baselines"]["LCQMC"]["majority_class"]
+    assert results["baselines"]["LCQMC"]["test_accuracy"] == pytest.approx(100 * np.mean(test_labels == majority))
+    assert "Majority class of valid (baseline) accuracy" in table
 
 
 def test_distill_targets_anneal_and_job_runs(tmp_path):

@@ -57,13 +57,15 @@ def compare_matching(config: CompareConfig):
 
     t0 = time.time()
     os.makedirs(config.output, exist_ok=True)
-    rows, files, scorers = [], {}, {}
+    rows, files, scorers, baselines = [], {}, {}, {}
     for task in config.tasks:
         source = TRANSFER_FROM.get(task, task)
         data_dir = resolve_data_dir(task, config.data_dir)
         valid, test = load_task(task, "valid", data_dir), load_task(task, "test", data_dir)
         files[task] = {s: {"path": d.path, "sha256": sha256_of(d.path)} for s, d in (("valid", valid), ("test", test))}
         curves = {}
+        majority = int(np.mean(valid.labels) >= 0.5)  # the trivial predictor: valid's majority class
+        baselines[task] = {"majority_class": majority, "test_accuracy": 100 * float(np.mean(test.labels == majority))}
         for model in MODELS:
             key = (source, model)
             if key not in scorers:
@@ -83,15 +85,20 @@ def compare_matching(config: CompareConfig):
             print(f"[zoo] {task} {model}: test acc {row['test_accuracy']:.2f} "
                   f"[{row['test_accuracy_ci95'][0]:.2f}, {row['test_accuracy_ci95'][1]:.2f}]", file=sys.stderr)
         plot_task(task, curves, config.output)
-    results = {"config": dataclasses.asdict(config), "data_files": files, "rows": rows, "seconds": time.time() - t0}
-    return save_results(config.output, results, comparison_table(rows, config.tasks))
+    results = {"config": dataclasses.asdict(config), "data_files": files, "rows": rows, "baselines": baselines,
+               "seconds": time.time() - t0}
+    return save_results(config.output, results, comparison_table(rows, config.tasks, baselines))
 
 
-def comparison_table(rows, tasks):
-    """Test accuracy (95% CI) per model and task, then Spearman, in the shape of methods.md §5.5."""
+def comparison_table(rows, tasks, baselines):
+    """Test accuracy (95% CI) per model and task after the majority-class baseline, then Spearman, in the shape
+    of methods.md §5.5."""
     names = {"cosent": "CoSENT", "sbert": "Sentence-BERT", "interact": "Interact (cross-encoder)"}
     head = "| model | " + " | ".join(f"{t}{' (transfer from LCQMC)' if t in TRANSFER_FROM else ''}" for t in tasks)
     lines = [head + " | avg |", "|---" * (len(tasks) + 2) + "|"]
+    trivial = [baselines[t]["test_accuracy"] for t in tasks]
+    lines.append("| Majority class of valid (baseline) accuracy | " + " | ".join(f"{v:.2f}" for v in trivial)
+                 + f" | {np.mean(trivial):.2f} |")
     for metric in ("test_accuracy", "test_spearman"):
         for model in MODELS:
             cells, values = [], []
