@@ -136,6 +136,10 @@ def test_batches_keep_every_masked_position(tok):
     batches = PretrainingBatches(PretrainingExamples(tok, texts, maxlen=64, nsp=True), batch_size=8, steps=3)
     assert len(batches.held_out) == 3 and not set(batches.held_out) & set(batches.train_index)  # 30 // 10
     assert len(batches.held_out) + len(batches.train_index) == len(batches.ex.examples)
+    from zoo.pretraining import masked_accuracy
+
+    with pytest.raises(ValueError, match="no held-out examples"):
+        masked_accuracy(None, PretrainingBatches(batches.ex, batch_size=8, steps=1, held_out=0))
     for _, x, _ in batches.epoch(0, 0):
         length = x["token_ids"].shape[1]
         assert x["mlm_positions"].shape == (8, max_predictions(length))
