@@ -217,6 +217,11 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     last_index = batches.pairs.epoch_batches(0, 1)[-1]
     np.testing.assert_allclose(last[2], np.eye(2)[train.labels[last_index].astype(int)][:, None, :].repeat(2, 1),
                                atol=1e-6)
+    scores = DistillBatches(batches.pairs, train.labels, probs, epochs=2, as_score=True)
+    middle = dict((step, y) for step, _, y in scores.epoch(0, 1))[0]  # lambda = len / (total - 1)
+    lam = len(batches) / (batches.total - 1)
+    index = batches.pairs.epoch_batches(0, 1)[0]
+    np.testing.assert_allclose(middle, lam * train.labels[index] + (1 - lam) * probs[index, :, 1].mean(1), atol=1e-6)
 
     keras.utils.set_random_seed(1)
     zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0), tok,
@@ -231,3 +236,14 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     assert json.loads((tmp_path / "dv" / "results.json").read_text())["test_accuracy"] == results["test_accuracy"]
     student = zoo.SentenceEncoder.load(tmp_path / "dv" / "model")
     assert student.pooling == "mean"
+    ranked = train_dvbert(DvBERTConfig(teachers=(str(tmp_path / "teacher" / "model"),), objective="cosent",
+                                       pooling="cls", checkpoint=str(tmp_path / "preset"), data_dir=str(data),
+                                       epochs=1, maxlen=16, lr=2e-3, output=str(tmp_path / "dv_cosent"),
+                                       progress=False, jit_compile=False))
+    assert ranked["config"]["objective"] == "cosent" and np.isfinite(ranked["test_spearman"])
+    low, high = ranked["test_accuracy_ci95"]
+    assert low <= ranked["test_accuracy"] <= high
+    assert zoo.SentenceEncoder.load(tmp_path / "dv_cosent" / "model").pooling == "cls"
+    assert "DvBERT (cosent, cls)" in (tmp_path / "dv_cosent" / "results.md").read_text()
+    with pytest.raises(ValueError, match="objective"):
+        train_dvbert(DvBERTConfig(teachers=("x",), objective="mse"))

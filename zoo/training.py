@@ -597,11 +597,12 @@ class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
 
 class DistillBatches:
     """PairBatches whose labels are teacher-annealed targets: lambda = global step / total steps,
-    target_t = lambda * onehot(gold) + (1 - lambda) * p_teacher_t, shape [B, teachers, 2] (Clark et al. 2019)."""
+    target_t = lambda * onehot(gold) + (1 - lambda) * p_teacher_t, shape [B, teachers, 2] (Clark et al. 2019).
+    With ``as_score`` the label is the positive-class target averaged over teachers, shape [B] (for CoSENT)."""
 
-    def __init__(self, pairs, gold, teacher_probs, epochs):
+    def __init__(self, pairs, gold, teacher_probs, epochs, as_score=False):
         self.pairs, self.gold, self.teacher_probs = pairs, gold.astype("int64"), teacher_probs
-        self.n, self.total = pairs.n, epochs * len(pairs)
+        self.n, self.total, self.as_score = pairs.n, epochs * len(pairs), as_score
 
     def __len__(self):
         return len(self.pairs)
@@ -612,6 +613,8 @@ class DistillBatches:
             lam = (epoch * len(self.pairs) + step) / max(self.total - 1, 1)
             index = index.astype("int64")
             targets = lam * onehot[self.gold[index]][:, None, :] + (1 - lam) * self.teacher_probs[index]
+            if self.as_score:
+                targets = targets[:, :, 1].mean(axis=1)
             yield step, x, targets.astype("float32")
 
 
@@ -621,6 +624,7 @@ class DvBERTConfig:
     teachers: tuple = ()  # trained CrossEncoder presets (softmax head)
     checkpoint: str | None = None  # the student's starting checkpoint
     data_dir: str | None = None
+    objective: str = "sbert"  # the student's loss: "sbert" (the paper's softmax head) or "cosent"
     pooling: str = "mean"
     epochs: int = 4
     batch_size: int = 16
@@ -636,19 +640,26 @@ class DvBERTConfig:
 
 
 def train_dvbert(config: DvBERTConfig):
-    """DvBERT: a siamese student (SBERT softmax head on [u; v; |u-v|]) learns from cross-encoder teachers with
-    teacher annealing. Choices (methods.md §7.2, open there): one shared classifier for all teachers; the losses
-    of the teachers are summed; distillation temperature 1; binary tasks only. The student is a SentenceEncoder."""
+    """DvBERT: a siamese student learns from cross-encoder teachers with teacher annealing.
+
+    objective "sbert" (the paper): SBERT softmax head on [u; v; |u-v|], cross-entropy against each teacher's
+    annealed target. Choices (methods.md §7.2, open there): one shared classifier for all teachers; the losses
+    of the teachers are summed; distillation temperature 1; binary tasks only.
+    objective "cosent" (zoo's variant): the CoSENT loss on cos(u, v), ranked by the annealed positive-class
+    target averaged over teachers, so early pairs are ordered by the teachers' confidence and the last ones by
+    the gold label (plain CoSENT). The student is a SentenceEncoder either way."""
     import keras
 
-    from .evaluation import accuracy, best_threshold, evaluate_encoder
-    from .losses import SoftTargetLoss
+    from .evaluation import accuracy, best_threshold, bootstrap_accuracy_ci, evaluate_encoder
+    from .losses import CoSENTLoss, SoftTargetLoss
     from .models.bi_encoder import SentenceEncoder, build_pair_trainer
     from .models.cross_encoder import CrossEncoder
     from .presets import DEFAULT_PRESET
 
     if not config.teachers:
         raise ValueError("DvBERT needs at least one trained cross-encoder teacher (--teacher PATH)")
+    if config.objective not in ("sbert", "cosent"):
+        raise ValueError(f"unknown DvBERT objective {config.objective!r}; use sbert or cosent")
     t0 = time.time()
     checkpoint = config.checkpoint or DEFAULT_PRESET
     output = config.output or os.path.join("runs", f"{config.task}_dvbert")
@@ -673,17 +684,20 @@ def train_dvbert(config: DvBERTConfig):
     student = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
     pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
                         np.arange(len(data["train"]), dtype="float32"))
-    batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs)
-    trainer = build_pair_trainer(student, "sbert")
+    cosent = config.objective == "cosent"
+    batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
+    trainer = build_pair_trainer(student, config.objective)
     schedule = WarmupLinear(config.lr, int(config.warmup * batches.total), batches.total)
-    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=SoftTargetLoss(), jit_compile=config.jit_compile)
+    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=CoSENTLoss() if cosent else SoftTargetLoss(),
+                    jit_compile=config.jit_compile)
     model_dir = os.path.join(output, "model")
 
     def evaluate():
         return evaluate_encoder(student, data["valid"], 128)[0]["spearman"]
 
     def save_best(epoch, value):
-        student.save(model_dir, metadata={"job": "dvbert", "teachers": list(config.teachers), "epoch": epoch})
+        student.save(model_dir, metadata={"job": "dvbert", "objective": config.objective,
+                                          "teachers": list(config.teachers), "epoch": epoch})
 
     state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), config.epochs, config.seed, evaluate,
                        save_best, save_every=config.save_every, show_progress=config.progress)
@@ -691,15 +705,17 @@ def train_dvbert(config: DvBERTConfig):
     valid, valid_scores = evaluate_encoder(best, data["valid"], 128)
     test, test_scores = evaluate_encoder(best, data["test"], 128)
     threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
+    low, high = bootstrap_accuracy_ci(test_scores, data["test"].labels, threshold)
     results = {
         **job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
         "valid_spearman": valid["spearman"], "test_spearman": test["spearman"],
         "threshold": threshold, "valid_accuracy": 100 * valid_acc,
         "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
+        "test_accuracy_ci95": [100 * low, 100 * high],
     }
-    table = ("| task | student | teachers | test Spearman | test accuracy |\n|---|---|---|---|---|\n"
-             f"| {config.task} | DvBERT ({config.pooling}) | {len(config.teachers)} | {results['test_spearman']:.2f} | "
-             f"{results['test_accuracy']:.2f} |\n")
+    table = ("| task | student | teachers | test Spearman | test accuracy [95% CI] |\n|---|---|---|---|---|\n"
+             f"| {config.task} | DvBERT ({config.objective}, {config.pooling}) | {len(config.teachers)} | "
+             f"{results['test_spearman']:.2f} | {results['test_accuracy']:.2f} [{100 * low:.1f}, {100 * high:.1f}] |\n")
     return save_results(output, results, table)
 
 
@@ -709,6 +725,8 @@ def dvbert_main(argv=None):
     p.add_argument("--task", choices=TASKS, default=d.task)
     p.add_argument("--teacher", dest="teachers", action="append", required=True,
                    help="a trained cross-encoder (zoo preset folder, e.g. runs/LCQMC_cross_softmax/model); repeat")
+    p.add_argument("--objective", default=d.objective, choices=("sbert", "cosent"),
+                   help="student loss: the paper's SBERT softmax head, or CoSENT ranked by the annealed targets")
     p.add_argument("--pooling", default=d.pooling, choices=("cls", "mean", "first-last-avg", "pooler"))
     add_job_flags(p, d)
     p.add_argument("--warmup", type=float, default=d.warmup, help="share of steps for linear warm-up")
