@@ -256,3 +256,22 @@ def test_anisotropy_diagnostics(tok):
     bb.get_layer("transformer_layer_1")._feedforward_layer_norm.beta.assign(np.ones(32))
     d1 = token_self_similarity(bb, tok, texts, max_pairs=5000)
     assert d1["intra"] == pytest.approx(1.0, abs=1e-4) and d1["inter"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_shipped_mlm_preset_is_a_continued_default():
+    """data/presets/chinese_L-4_H-256_A-4_mlm1k (bench/pretraining_study.sh's +MLM run, see data/README.md):
+    the default's architecture and tokenizer with its MLM head, new weights, and a record of how it was made."""
+    name = "chinese_L-4_H-256_A-4_mlm1k"
+    assert name in zoo.presets.available_presets()
+    model, tok = zoo.load_preset(name)
+    default, default_tok = zoo.load_preset(zoo.DEFAULT_PRESET)
+    assert isinstance(model, zoo.BertBackbone) and model.with_mlm
+    assert model.get_config() == default.get_config()
+    assert tok.vocab == default_tok.vocab and tok.do_lower_case == default_tok.do_lower_case
+    unchanged = [v.path for v, a, b in zip(model.weights, model.get_weights(), default.get_weights())
+                 if np.array_equal(a, b)]
+    assert unchanged == ["pooler_dense/kernel", "pooler_dense/bias"]  # trained by NSP only, and it ran --no-nsp
+    with open(os.path.join(zoo.presets.PRESETS_DIR, name, "zoo_config.json"), encoding="utf-8") as f:
+        meta = json.load(f)["metadata"]
+    assert meta["job"] == "pretrain-mlm" and meta["wwm"] and meta["start"] == zoo.DEFAULT_PRESET
+    assert "--objective mlm" in meta["command"] and "--steps 1000" in meta["command"]
