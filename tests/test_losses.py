@@ -26,6 +26,22 @@ def test_cosent_matches_numpy(labels):
         np_cosent(labels, scores), rel=1e-5)
 
 
+def test_gap_weighted_cosent():
+    """Each ordered pair weighted by its label gap: equals plain CoSENT on 0/1 labels, a numpy reference on
+    soft labels, and nearly tied soft labels barely count."""
+    rng = np.random.default_rng(1)
+    scores = rng.uniform(-1, 1, 6).astype("float32")
+    gold = np.array([1, 0, 1, 1, 0, 0], "float32")
+    assert as_np(cosent_loss(gold, scores, gap_weighted=True)) == pytest.approx(as_np(cosent_loss(gold, scores)), 1e-5)
+    soft = np.array([0.9, 0.1, 0.95, 0.6, 0.3, 0.05], "float32")
+    reference = np.log1p(sum((soft[l] - soft[k]) * np.exp(20 * (scores[k] - scores[l]))
+                             for k in range(6) for l in range(6) if soft[k] < soft[l]))
+    assert as_np(cosent_loss(soft, scores, gap_weighted=True)) == pytest.approx(reference, rel=1e-5)
+    wrong_order = np.array([0.1, 0.0], "float32")  # pair 0 scores higher but its target is lower
+    assert as_np(cosent_loss(np.array([0.5, 0.51]), wrong_order, gap_weighted=True)) < 0.1 * as_np(
+        cosent_loss(np.array([0.5, 0.51]), wrong_order))
+
+
 def test_cosent_hand_value_and_edge_cases():
     # one ordered pair (neg 0.5 vs pos 0.25): log(1 + exp(20 * 0.25)) = log(1 + e^5)
     assert as_np(cosent_loss(np.array([0.0, 1.0]), np.array([0.5, 0.25]))) == pytest.approx(np.log1p(np.exp(5)), 1e-6)

@@ -1,5 +1,7 @@
 """Threshold selection, accuracy intervals and cross-encoders."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 
@@ -198,8 +200,8 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     from conftest import CJK_CHARS
     from test_training import write_synthetic_task
     from zoo.data import load_task
-    from zoo.training import (CrossConfig, DistillBatches, DvBERTConfig, PairBatches, train_cross_encoder,
-                              train_dvbert)
+    from zoo.training import (CrossConfig, DistillBatches, DvBERTConfig, PairBatches, predict_teachers,
+                              train_cross_encoder, train_dvbert)
 
     data = tmp_path / "data"
     write_synthetic_task(str(data), sizes=(96, 60, 60))
@@ -236,14 +238,22 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     assert json.loads((tmp_path / "dv" / "results.json").read_text())["test_accuracy"] == results["test_accuracy"]
     student = zoo.SentenceEncoder.load(tmp_path / "dv" / "model")
     assert student.pooling == "mean"
-    ranked = train_dvbert(DvBERTConfig(teachers=(str(tmp_path / "teacher" / "model"),), objective="cosent",
+    ranked = train_dvbert(DvBERTConfig(teachers=(str(tmp_path / "teacher" / "model"),), objective="cosent-gap",
                                        pooling="cls", checkpoint=str(tmp_path / "preset"), data_dir=str(data),
                                        epochs=1, maxlen=16, lr=2e-3, output=str(tmp_path / "dv_cosent"),
                                        progress=False, jit_compile=False))
-    assert ranked["config"]["objective"] == "cosent" and np.isfinite(ranked["test_spearman"])
+    assert ranked["config"]["objective"] == "cosent-gap" and np.isfinite(ranked["test_spearman"])
     low, high = ranked["test_accuracy_ci95"]
     assert low <= ranked["test_accuracy"] <= high
     assert zoo.SentenceEncoder.load(tmp_path / "dv_cosent" / "model").pooling == "cls"
-    assert "DvBERT (cosent, cls)" in (tmp_path / "dv_cosent" / "results.md").read_text()
+    assert "DvBERT (cosent-gap, cls)" in (tmp_path / "dv_cosent" / "results.md").read_text()
+    # the teachers' train probabilities are cached for a resumed run: a hit loads no teacher
+    cache = tmp_path / "dv_cosent" / "teacher_probs.npz"
+    with np.load(cache) as cached:
+        probs = cached["probs"]
+    assert probs.shape == (len(train), 1, 2)
+    with mock.patch("zoo.models.cross_encoder.CrossEncoder.load", side_effect=AssertionError("cache missed")):
+        np.testing.assert_array_equal(
+            predict_teachers((str(tmp_path / "teacher" / "model"),), train, str(cache), progress=False), probs)
     with pytest.raises(ValueError, match="objective"):
         train_dvbert(DvBERTConfig(teachers=("x",), objective="mse"))

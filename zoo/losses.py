@@ -18,17 +18,21 @@ def pair_cosine(embeddings):
     return ops.sum(z[:, 0] * z[:, 1], axis=-1)
 
 
-def cosent_loss(labels, scores, scale=20.0):
+def cosent_loss(labels, scores, scale=20.0, gap_weighted=False):
     """CoSENT: log(1 + sum over pairs (k, l) with label_k < label_l of exp(scale * (s_k - s_l))).
 
     ``scores`` [B] are cosines (bi-encoder) or raw scores (cross-encoder); ``labels`` [B] may be 0/1 or
     graded (STS-B 0-5). A batch with no ordered pair gives 0.
+    ``gap_weighted`` weights each term by label_l - label_k (for soft targets in [0, 1], as DvBERT's annealed
+    teacher scores): nearly tied targets barely count, and on 0/1 labels it is plain CoSENT.
     """
     labels = ops.cast(ops.reshape(labels, (-1,)), "float32")
     s = ops.cast(ops.reshape(scores, (-1,)), "float32") * scale
     diff = s[:, None] - s[None, :]  # diff[k, l] = s_k - s_l
-    ordered = labels[:, None] < labels[None, :]  # pair k should score lower than pair l
-    diff = ops.where(ordered, diff, NEG_INF)
+    gap = labels[None, :] - labels[:, None]  # > 0: pair k should score lower than pair l
+    if gap_weighted:
+        diff = diff + ops.log(ops.maximum(gap, 1e-12))
+    diff = ops.where(gap > 0, diff, NEG_INF)
     diff = ops.concatenate([ops.zeros((1,), "float32"), ops.reshape(diff, (-1,))], axis=0)
     return ops.logsumexp(diff)
 
@@ -59,15 +63,15 @@ def triplet_loss(anchor, positive, negative, margin=1.0):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class CoSENTLoss(keras.losses.Loss):
-    def __init__(self, scale=20.0, name="cosent", **kwargs):
+    def __init__(self, scale=20.0, gap_weighted=False, name="cosent", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.scale = scale
+        self.scale, self.gap_weighted = scale, gap_weighted
 
     def call(self, y_true, y_pred):
-        return cosent_loss(y_true, y_pred, self.scale)
+        return cosent_loss(y_true, y_pred, self.scale, self.gap_weighted)
 
     def get_config(self):
-        return {**super().get_config(), "scale": self.scale}
+        return {**super().get_config(), "scale": self.scale, "gap_weighted": self.gap_weighted}
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -618,13 +618,44 @@ class DistillBatches:
             yield step, x, targets.astype("float32")
 
 
+DVBERT_OBJECTIVES = ("sbert", "cosent", "cosent-gap")
+
+
+def predict_teachers(teachers, train, cache_path, progress=True):
+    """Positive/negative probabilities of each trained softmax CrossEncoder on the train pairs -> [N, T, 2].
+
+    Cached at ``cache_path`` (written atomically), keyed by the teacher paths and the number of pairs."""
+    from .models.cross_encoder import CrossEncoder
+
+    key = np.array(list(teachers) + [str(len(train))])
+    if os.path.exists(cache_path):
+        with np.load(cache_path) as cached:
+            if list(cached["key"]) == list(key):
+                return cached["probs"]
+    pairs = list(zip(train.texts_a, train.texts_b))
+    probs = []
+    for path in teachers:
+        teacher = CrossEncoder.load(path)
+        if teacher.head != "softmax":
+            raise ValueError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
+        p1 = teacher.predict(pairs, batch_size=128, show_progress_bar=progress)
+        probs.append(np.stack([1 - p1, p1], axis=1))
+        print(f"[zoo] teacher {path}: train accuracy {100 * np.mean((p1 > 0.5) == train.labels):.2f}",
+              file=sys.stderr)
+    probs = np.stack(probs, axis=1).astype("float32")
+    tmp = cache_path + ".tmp.npz"
+    np.savez(tmp, key=key, probs=probs)
+    os.replace(tmp, cache_path)
+    return probs
+
+
 @dataclasses.dataclass
 class DvBERTConfig:
     task: str = "LCQMC"
     teachers: tuple = ()  # trained CrossEncoder presets (softmax head)
     checkpoint: str | None = None  # the student's starting checkpoint
     data_dir: str | None = None
-    objective: str = "sbert"  # the student's loss: "sbert" (the paper's softmax head) or "cosent"
+    objective: str = "sbert"  # the student's loss: "sbert" (the paper's softmax head), "cosent" or "cosent-gap"
     pooling: str = "mean"
     epochs: int = 4
     batch_size: int = 16
@@ -647,19 +678,21 @@ def train_dvbert(config: DvBERTConfig):
     of the teachers are summed; distillation temperature 1; binary tasks only.
     objective "cosent" (zoo's variant): the CoSENT loss on cos(u, v), ranked by the annealed positive-class
     target averaged over teachers, so early pairs are ordered by the teachers' confidence and the last ones by
-    the gold label (plain CoSENT). The student is a SentenceEncoder either way."""
+    the gold label (plain CoSENT). objective "cosent-gap": the same, each ordered pair weighted by its target
+    gap, so pairs the teachers nearly tie barely count and the loss moves smoothly to plain CoSENT as lambda -> 1.
+    Teacher probabilities on train are cached in the output folder, so a resumed run does not recompute them.
+    The student is a SentenceEncoder either way."""
     import keras
 
     from .evaluation import accuracy, best_threshold, bootstrap_accuracy_ci, evaluate_encoder
     from .losses import CoSENTLoss, SoftTargetLoss
     from .models.bi_encoder import SentenceEncoder, build_pair_trainer
-    from .models.cross_encoder import CrossEncoder
     from .presets import DEFAULT_PRESET
 
     if not config.teachers:
         raise ValueError("DvBERT needs at least one trained cross-encoder teacher (--teacher PATH)")
-    if config.objective not in ("sbert", "cosent"):
-        raise ValueError(f"unknown DvBERT objective {config.objective!r}; use sbert or cosent")
+    if config.objective not in DVBERT_OBJECTIVES:
+        raise ValueError(f"unknown DvBERT objective {config.objective!r}; use one of {DVBERT_OBJECTIVES}")
     t0 = time.time()
     checkpoint = config.checkpoint or DEFAULT_PRESET
     output = config.output or os.path.join("runs", f"{config.task}_dvbert")
@@ -669,26 +702,18 @@ def train_dvbert(config: DvBERTConfig):
     if not np.all(np.isin(data["train"].labels, (0, 1))):
         raise ValueError(f"DvBERT here handles binary labels; {config.task} train has other values")
     train_pairs = list(zip(data["train"].texts_a, data["train"].texts_b))
-    probs = []
-    for path in config.teachers:
-        teacher = CrossEncoder.load(path)
-        if teacher.head != "softmax":
-            raise ValueError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
-        p1 = teacher.predict(train_pairs, batch_size=128, show_progress_bar=config.progress)
-        probs.append(np.stack([1 - p1, p1], axis=1))
-        print(f"[zoo] teacher {path}: train accuracy {100 * np.mean((p1 > 0.5) == data['train'].labels):.2f}",
-              file=sys.stderr)
-    teacher_probs = np.stack(probs, axis=1).astype("float32")  # [N, teachers, 2]
+    teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
+                                     config.progress)
 
     keras.utils.set_random_seed(config.seed)
     student = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
     pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
                         np.arange(len(data["train"]), dtype="float32"))
-    cosent = config.objective == "cosent"
+    cosent = config.objective.startswith("cosent")
     batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
-    trainer = build_pair_trainer(student, config.objective)
+    trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
     schedule = WarmupLinear(config.lr, int(config.warmup * batches.total), batches.total)
-    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=CoSENTLoss() if cosent else SoftTargetLoss(),
+    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss(),
                     jit_compile=config.jit_compile)
     model_dir = os.path.join(output, "model")
 
@@ -725,8 +750,9 @@ def dvbert_main(argv=None):
     p.add_argument("--task", choices=TASKS, default=d.task)
     p.add_argument("--teacher", dest="teachers", action="append", required=True,
                    help="a trained cross-encoder (zoo preset folder, e.g. runs/LCQMC_cross_softmax/model); repeat")
-    p.add_argument("--objective", default=d.objective, choices=("sbert", "cosent"),
-                   help="student loss: the paper's SBERT softmax head, or CoSENT ranked by the annealed targets")
+    p.add_argument("--objective", default=d.objective, choices=DVBERT_OBJECTIVES,
+                   help="student loss: the paper's SBERT softmax head, CoSENT ranked by the annealed targets, "
+                        "or that CoSENT with each pair weighted by its target gap")
     p.add_argument("--pooling", default=d.pooling, choices=("cls", "mean", "first-last-avg", "pooler"))
     add_job_flags(p, d)
     p.add_argument("--warmup", type=float, default=d.warmup, help="share of steps for linear warm-up")
