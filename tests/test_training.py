@@ -74,6 +74,22 @@ def test_sbert_objective_trains(tiny_setup, tmp_path):
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10
 
 
+def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
+    """--warmup: 0 -> peak over the warm-up steps, then linearly to 0 at the last step; default constant lr."""
+    from keras import ops
+
+    from zoo.training import WarmupLinear, learning_rate
+
+    schedule = learning_rate(1.0, 0.1, 100)
+    assert isinstance(schedule, WarmupLinear)
+    values = [float(ops.convert_to_numpy(schedule(step))) for step in (0, 5, 10, 55, 100, 120)]
+    np.testing.assert_allclose(values, [0, 0.5, 1, 0.5, 0, 0], atol=1e-6)
+    assert learning_rate(1e-3, None, 100) == 1e-3
+    results = train_bi_encoder(config(tiny_setup, tmp_path / "warm", epochs=1, warmup=0.2))
+    assert results["config"]["warmup"] == 0.2
+    assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10
+
+
 def test_resume_continues_exactly(tiny_setup, tmp_path):
     """2 epochs in one go == 1 epoch, stop, rerun with epochs=2 on the same output (dropout 0)."""
     straight = train_bi_encoder(config(tiny_setup, tmp_path / "straight"))

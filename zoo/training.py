@@ -36,6 +36,7 @@ class TrainConfig:
     batch_size: int = 32
     maxlen: int = 64
     lr: float = 1e-4  # Su's 2e-5 is for BERT-base; the small default model learns faster with 1e-4 (LCQMC valid)
+    warmup: float | None = None  # None: constant lr; else linear warm-up over this share of steps, linear decay
     pooling: str = "cls"
     limit_train: int | None = None
     output: str | None = None
@@ -111,6 +112,28 @@ def objective_labels(objective, labels, task):
     if objective == "sbert":
         return (labels > 2.5).astype("int32") if graded else labels.astype("int32")
     return (labels / (5.0 if graded else 1.0)).astype("float32")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
+    """Learning rate: linear warm-up to ``peak`` over ``warmup`` steps, then linear decay to 0 at ``total``."""
+
+    def __init__(self, peak, warmup, total):
+        self.peak, self.warmup, self.total = peak, warmup, total
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        up = step / max(self.warmup, 1)
+        down = (self.total - step) / max(self.total - self.warmup, 1)
+        return self.peak * keras.ops.maximum(keras.ops.minimum(up, down), 0.0)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
+
+
+def learning_rate(peak, warmup, total_steps):
+    """A constant ``peak`` when ``warmup`` is None (bojone's CoSENT), else WarmupLinear over that share of steps."""
+    return peak if warmup is None else WarmupLinear(peak, int(warmup * total_steps), total_steps)
 
 
 def build_trainer(encoder, objective, lr, jit_compile=True):
@@ -286,10 +309,11 @@ def train_bi_encoder(config: TrainConfig):
 
     keras.utils.set_random_seed(config.seed)
     encoder = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
-    trainer = build_trainer(encoder, config.objective, config.lr, config.jit_compile)
     labels = objective_labels(config.objective, data["train"].labels, config.task)
     batches = PairBatches(encoder.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
                           config.length_buckets)
+    lr = learning_rate(config.lr, config.warmup, config.epochs * len(batches))
+    trainer = build_trainer(encoder, config.objective, lr, config.jit_compile)
 
     model_dir = os.path.join(output, "model")
 
@@ -347,6 +371,8 @@ def parse_args(argv=None, task=None, objective=None):
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per step")
     p.add_argument("--maxlen", type=int, default=d.maxlen)
     p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--warmup", type=float, help="linear warm-up over this share of the steps, then linear decay "
+                   "to 0 (default: constant lr)")
     p.add_argument("--pooling", choices=("cls", "mean", "first-last-avg", "pooler"), default=d.pooling)
     p.add_argument("--limit-train", type=int, help="use only the first N training pairs")
     p.add_argument("--output", help="run folder (default runs/TASK_LOSS_POOLING); rerun to resume")
@@ -578,23 +604,6 @@ def cross_main(argv=None):
 
 
 # ---------------------------------------------------------------------------------- DvBERT distillation
-@keras.saving.register_keras_serializable(package="zoo")
-class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
-    """Learning rate: linear warm-up to ``peak`` over ``warmup`` steps, then linear decay to 0 at ``total``."""
-
-    def __init__(self, peak, warmup, total):
-        self.peak, self.warmup, self.total = peak, warmup, total
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        up = step / max(self.warmup, 1)
-        down = (self.total - step) / max(self.total - self.warmup, 1)
-        return self.peak * keras.ops.maximum(keras.ops.minimum(up, down), 0.0)
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
-
-
 class DistillBatches:
     """PairBatches whose labels are teacher-annealed targets: lambda = global step / total steps,
     target_t = lambda * onehot(gold) + (1 - lambda) * p_teacher_t, shape [B, teachers, 2] (Clark et al. 2019).
@@ -712,8 +721,9 @@ def train_dvbert(config: DvBERTConfig):
     cosent = config.objective.startswith("cosent")
     batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
     trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
-    schedule = WarmupLinear(config.lr, int(config.warmup * batches.total), batches.total)
-    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss(),
+    loss = CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss()
+    schedule = learning_rate(config.lr, config.warmup, batches.total)
+    trainer.compile(optimizer=keras.optimizers.Adam(schedule), loss=loss,
                     jit_compile=config.jit_compile)
     model_dir = os.path.join(output, "model")
 
