@@ -7,7 +7,7 @@ import pytest
 
 import zoo
 from conftest import synthetic_vocab
-from zoo.evaluation import accuracy, best_f1_threshold, best_threshold, bootstrap_accuracy_ci
+from zoo.evaluation import accuracy, best_f1_threshold, best_threshold, bootstrap_accuracy_ci, threshold_accuracy
 
 
 def brute_force(scores, labels):
@@ -79,6 +79,11 @@ def test_f1_threshold_and_bootstrap():
     lo, hi = bootstrap_accuracy_ci(scores, labels, 0.5)
     acc = accuracy(scores, labels, 0.5)
     assert lo < acc < hi and hi - lo < 0.06
+    # fitted on valid, applied to test: a threshold that is perfect on valid and costs accuracy on test
+    fitted = threshold_accuracy(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1]),
+                                np.array([0.1, 0.3, 0.6, 0.9]), np.array([0, 1, 1, 1]))
+    assert fitted["threshold"] == pytest.approx(0.5) and fitted["valid_accuracy"] == 100
+    assert fitted["test_accuracy"] == 75 and fitted["test_accuracy_ci95"][0] < 75 < fitted["test_accuracy_ci95"][1]
 
 
 @pytest.fixture(scope="module")

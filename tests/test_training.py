@@ -61,10 +61,13 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path)
     assert results["epochs"][0]["epoch"] == 0
     assert max(trained) > start + 20, results["epochs"]
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
-    for key in ("command", "versions", "data_files", "epochs", "valid_spearman", "test_spearman", "seconds"):
+    for key in ("command", "versions", "data_files", "epochs", "valid_spearman", "test_spearman", "seconds",
+                "threshold", "valid_accuracy", "test_accuracy", "test_accuracy_ci95"):  # binary task: accuracy too
         assert key in saved
+    assert saved["test_accuracy_ci95"][0] <= saved["test_accuracy"] <= saved["test_accuracy_ci95"][1]
     assert len(saved["data_files"]["train"]["sha256"]) == 64
     assert "| LCQMC | cosent |" in (tmp_path / "run" / "results.md").read_text()
+    assert "test accuracy [95% CI]" in (tmp_path / "run" / "results.md").read_text()
     best = zoo.SentenceEncoder.load(tmp_path / "run" / "model")
     assert best.tokenizer is not None and best.maxlen == 16
 

@@ -158,6 +158,16 @@ def best_f1_threshold(scores, labels):
     return float(thresholds[i]), float(f1[i])
 
 
+def threshold_accuracy(valid_scores, valid_labels, test_scores, test_labels):
+    """Fit the threshold on valid (exact sweep), apply it to test -> {threshold, valid_accuracy, test_accuracy,
+    test_accuracy_ci95} (accuracies x100, bootstrap 95% interval)."""
+    threshold, valid_acc = best_threshold(valid_scores, valid_labels)
+    low, high = bootstrap_accuracy_ci(test_scores, test_labels, threshold)
+    return {"threshold": threshold, "valid_accuracy": 100 * valid_acc,
+            "test_accuracy": 100 * accuracy(test_scores, test_labels, threshold),
+            "test_accuracy_ci95": [100 * low, 100 * high]}
+
+
 def bootstrap_accuracy_ci(scores, labels, threshold, n_boot=1000, seed=0, alpha=0.05):
     """Percentile bootstrap (1 - alpha) interval of accuracy at a fixed threshold -> (low, high)."""
     scores, labels = _check_binary(scores, labels)

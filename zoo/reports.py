@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from .data import load_task, sha256_of
-from .evaluation import accuracy, best_threshold, bootstrap_accuracy_ci, spearman
+from .evaluation import accuracy, best_threshold, spearman, threshold_accuracy
 from .utils import save_results
 
 MODELS = ("cosent", "sbert", "interact")
@@ -72,16 +72,13 @@ def compare_matching(config: CompareConfig):
                 scorers[key] = _train(source, model, config)
             v = scorers[key](valid.texts_a, valid.texts_b)
             s = scorers[key](test.texts_a, test.texts_b)
-            threshold, valid_acc = best_threshold(v, valid.labels)
             powell_t, _ = best_threshold(v, valid.labels, "powell")
-            low, high = bootstrap_accuracy_ci(s, test.labels, threshold)
-            row = {"task": task, "model": model, "trained_on": source, "threshold": threshold,
-                   "valid_accuracy": 100 * valid_acc, "test_accuracy": 100 * accuracy(s, test.labels, threshold),
-                   "test_accuracy_ci95": [100 * low, 100 * high],
+            row = {"task": task, "model": model, "trained_on": source,
+                   **threshold_accuracy(v, valid.labels, s, test.labels),
                    "test_accuracy_powell_threshold": 100 * accuracy(s, test.labels, powell_t),
                    "test_spearman": 100 * spearman(s, test.labels)}
             rows.append(row)
-            curves[model] = (v, valid.labels, s, test.labels, threshold)
+            curves[model] = (v, valid.labels, s, test.labels, row["threshold"])
             print(f"[zoo] {task} {model}: test acc {row['test_accuracy']:.2f} "
                   f"[{row['test_accuracy_ci95'][0]:.2f}, {row['test_accuracy_ci95'][1]:.2f}]", file=sys.stderr)
         plot_task(task, curves, config.output)

@@ -294,7 +294,7 @@ def train_bi_encoder(config: TrainConfig):
     """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json)."""
     import keras
 
-    from .evaluation import evaluate_encoder
+    from .evaluation import evaluate_encoder, threshold_accuracy
     from .models.bi_encoder import SentenceEncoder
     from .presets import DEFAULT_PRESET
 
@@ -328,10 +328,12 @@ def train_bi_encoder(config: TrainConfig):
                        evaluate, save_best, save_every=config.save_every, show_progress=config.progress)
 
     best = SentenceEncoder.load(model_dir)
-    valid, _ = evaluate_encoder(best, data["valid"], config.eval_batch_size)
-    test, _ = evaluate_encoder(best, data["test"], config.eval_batch_size)
+    valid, valid_scores = evaluate_encoder(best, data["valid"], config.eval_batch_size)
+    test, test_scores = evaluate_encoder(best, data["test"], config.eval_batch_size)
     results = {**job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
                "valid_spearman": valid["spearman"], "test_spearman": test["spearman"], "test_pearson": test["pearson"]}
+    if all(np.isin(data[split].labels, (0, 1)).all() for split in ("valid", "test")):  # binary: accuracy too
+        results.update(threshold_accuracy(valid_scores, data["valid"].labels, test_scores, data["test"].labels))
     results["command"] = " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])  # for the table
     return save_results(output, results, results_table(results))
 
@@ -343,6 +345,13 @@ def results_table(results):
         "|---|---|---|---|---|---|---|---|",
         f"| {c['task']} | {c['objective']} | {c['pooling']} | {c['checkpoint']} | {c['epochs']} | "
         f"{results['best_epoch']} | {results['valid_spearman']:.2f} | {results['test_spearman']:.2f} |",
+    ]
+    if "test_accuracy" in results:
+        low, high = results["test_accuracy_ci95"]
+        lines[0] += " test accuracy [95% CI] |"
+        lines[1] += "---|"
+        lines[2] += f" {results['test_accuracy']:.2f} [{low:.1f}, {high:.1f}] |"
+    lines += [
         "",
         "| epoch | valid Spearman | train loss (EMA) |",
         "|---|---|---|",
@@ -539,7 +548,7 @@ def train_cross_encoder(config: CrossConfig):
     in OUTPUT/model; results.json has valid/test accuracy at that threshold and test Spearman of the scores."""
     import keras
 
-    from .evaluation import accuracy, best_threshold, spearman
+    from .evaluation import best_threshold, spearman, threshold_accuracy
     from .losses import CoSENTLoss
     from .models.cross_encoder import CrossEncoder
     from .presets import DEFAULT_PRESET
@@ -580,16 +589,15 @@ def train_cross_encoder(config: CrossConfig):
                        metric="valid_accuracy")
     model = CrossEncoder.load(model_dir)
     valid_scores, test_scores = scores("valid"), scores("test")
-    threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
     results = {
         **job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
-        "threshold": threshold, "valid_accuracy": 100 * valid_acc,
-        "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
+        **threshold_accuracy(valid_scores, data["valid"].labels, test_scores, data["test"].labels),
         "test_spearman": 100 * spearman(test_scores, data["test"].labels),
     }
-    table = ("| task | head | valid acc | threshold | test acc | test Spearman |\n|---|---|---|---|---|---|\n"
-             f"| {config.task} | {config.head} | {results['valid_accuracy']:.2f} | {threshold:.4f} | "
-             f"{results['test_accuracy']:.2f} | {results['test_spearman']:.2f} |\n")
+    low, high = results["test_accuracy_ci95"]
+    table = ("| task | head | valid acc | threshold | test acc [95% CI] | test Spearman |\n|---|---|---|---|---|---|\n"
+             f"| {config.task} | {config.head} | {results['valid_accuracy']:.2f} | {results['threshold']:.4f} | "
+             f"{results['test_accuracy']:.2f} [{low:.1f}, {high:.1f}] | {results['test_spearman']:.2f} |\n")
     return save_results(output, results, table)
 
 
@@ -693,7 +701,7 @@ def train_dvbert(config: DvBERTConfig):
     The student is a SentenceEncoder either way."""
     import keras
 
-    from .evaluation import accuracy, best_threshold, bootstrap_accuracy_ci, evaluate_encoder
+    from .evaluation import evaluate_encoder, threshold_accuracy
     from .losses import CoSENTLoss, SoftTargetLoss
     from .models.bi_encoder import SentenceEncoder, build_pair_trainer
     from .presets import DEFAULT_PRESET
@@ -710,7 +718,6 @@ def train_dvbert(config: DvBERTConfig):
     data = load_splits(config.task, data_dir, config.limit_train)
     if not np.all(np.isin(data["train"].labels, (0, 1))):
         raise ValueError(f"DvBERT here handles binary labels; {config.task} train has other values")
-    train_pairs = list(zip(data["train"].texts_a, data["train"].texts_b))
     teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
                                      config.progress)
 
@@ -739,15 +746,12 @@ def train_dvbert(config: DvBERTConfig):
     best = SentenceEncoder.load(model_dir)
     valid, valid_scores = evaluate_encoder(best, data["valid"], 128)
     test, test_scores = evaluate_encoder(best, data["test"], 128)
-    threshold, valid_acc = best_threshold(valid_scores, data["valid"].labels)
-    low, high = bootstrap_accuracy_ci(test_scores, data["test"].labels, threshold)
     results = {
         **job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
         "valid_spearman": valid["spearman"], "test_spearman": test["spearman"],
-        "threshold": threshold, "valid_accuracy": 100 * valid_acc,
-        "test_accuracy": 100 * accuracy(test_scores, data["test"].labels, threshold),
-        "test_accuracy_ci95": [100 * low, 100 * high],
+        **threshold_accuracy(valid_scores, data["valid"].labels, test_scores, data["test"].labels),
     }
+    low, high = results["test_accuracy_ci95"]
     table = ("| task | student | teachers | test Spearman | test accuracy [95% CI] |\n|---|---|---|---|---|\n"
              f"| {config.task} | DvBERT ({config.objective}, {config.pooling}) | {len(config.teachers)} | "
              f"{results['test_spearman']:.2f} | {results['test_accuracy']:.2f} [{100 * low:.1f}, {100 * high:.1f}] |\n")
