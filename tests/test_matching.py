@@ -260,5 +260,8 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     with mock.patch("zoo.models.cross_encoder.CrossEncoder.load", side_effect=AssertionError("cache missed")):
         np.testing.assert_array_equal(
             predict_teachers((str(tmp_path / "teacher" / "model"),), train, str(cache), progress=False), probs)
+        other = load_task("LCQMC", "valid", str(data))  # other pairs: predicted afresh, not served stale
+        with pytest.raises(AssertionError, match="cache missed"):
+            predict_teachers((str(tmp_path / "teacher" / "model"),), other, str(cache), progress=False)
     with pytest.raises(ValueError, match="objective"):
         train_dvbert(DvBERTConfig(teachers=("x",), objective="mse"))

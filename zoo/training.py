@@ -641,10 +641,21 @@ DVBERT_OBJECTIVES = ("sbert", "cosent", "cosent-gap")
 def predict_teachers(teachers, train, cache_path, progress=True):
     """Positive/negative probabilities of each trained softmax CrossEncoder on the train pairs -> [N, T, 2].
 
-    Cached at ``cache_path`` (written atomically), keyed by the teacher paths and the number of pairs."""
+    Cached at ``cache_path`` (written atomically), keyed by the sha256 of each teacher's files and of the train
+    pairs, so a retrained teacher or other data is predicted afresh."""
+    import hashlib
+
+    from .data import sha256_of
     from .models.cross_encoder import CrossEncoder
 
-    key = np.array(list(teachers) + [str(len(train))])
+    def fingerprint(path):
+        files = [path] if not os.path.isdir(path) else sorted(os.path.join(r, f) for r, _, fs in os.walk(path)
+                                                             for f in fs)
+        return hashlib.sha256("".join(sha256_of(f) for f in files).encode()).hexdigest()
+
+    data = hashlib.sha256("\n".join(f"{a}\t{b}\t{y}" for a, b, y in zip(train.texts_a, train.texts_b, train.labels))
+                          .encode()).hexdigest()
+    key = np.array([fingerprint(path) for path in teachers] + [data])
     if os.path.exists(cache_path):
         with np.load(cache_path) as cached:
             if list(cached["key"]) == list(key):
