@@ -153,6 +153,8 @@ def test_cross_encoder_job_learns(tmp_path, head):
     accs = [e["valid_accuracy"] for e in results["epochs"]]
     assert max(accs[1:]) > accs[0] + 15, accs
     assert results["test_accuracy"] > 80 and results["test_spearman"] > 50
+    low, high = results["test_accuracy_ci95"]
+    assert f"{results['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]" in (tmp_path / "run" / "results.md").read_text()
 
 
 def test_compare_matching_end_to_end(tmp_path):
@@ -251,7 +253,8 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     low, high = ranked["test_accuracy_ci95"]
     assert low <= ranked["test_accuracy"] <= high
     assert zoo.SentenceEncoder.load(tmp_path / "dv_cosent" / "model").pooling == "cls"
-    assert "DvBERT (cosent-gap, cls)" in (tmp_path / "dv_cosent" / "results.md").read_text()
+    table = (tmp_path / "dv_cosent" / "results.md").read_text()
+    assert "DvBERT (cosent-gap, cls)" in table and f"{ranked['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]" in table
     # the teachers' train probabilities are cached for a resumed run: a hit loads no teacher
     cache = tmp_path / "dv_cosent" / "teacher_probs.npz"
     with np.load(cache) as cached:

@@ -67,7 +67,8 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path)
     assert saved["test_accuracy_ci95"][0] <= saved["test_accuracy"] <= saved["test_accuracy_ci95"][1]
     assert len(saved["data_files"]["train"]["sha256"]) == 64
     assert "| LCQMC | cosent |" in (tmp_path / "run" / "results.md").read_text()
-    assert "test accuracy [95% CI]" in (tmp_path / "run" / "results.md").read_text()
+    low, high = saved["test_accuracy_ci95"]
+    assert f"{saved['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]" in (tmp_path / "run" / "results.md").read_text()
     best = zoo.SentenceEncoder.load(tmp_path / "run" / "model")
     assert best.tokenizer is not None and best.maxlen == 16
 

@@ -765,7 +765,7 @@ def train_dvbert(config: DvBERTConfig):
     low, high = results["test_accuracy_ci95"]
     table = ("| task | student | teachers | test Spearman | test accuracy [95% CI] |\n|---|---|---|---|---|\n"
              f"| {config.task} | DvBERT ({config.objective}, {config.pooling}) | {len(config.teachers)} | "
-             f"{results['test_spearman']:.2f} | {results['test_accuracy']:.2f} [{100 * low:.1f}, {100 * high:.1f}] |\n")
+             f"{results['test_spearman']:.2f} | {results['test_accuracy']:.2f} [{low:.1f}, {high:.1f}] |\n")
     return save_results(output, results, table)
 
 
