@@ -89,6 +89,9 @@ def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
     values = [float(ops.convert_to_numpy(schedule(step))) for step in (0, 5, 10, 55, 100, 120)]
     np.testing.assert_allclose(values, [0, 0.5, 1, 0.5, 0, 0], atol=1e-6)
     assert learning_rate(1e-3, None, 100) == 1e-3
+    for bad in (-0.1, 1.0, 10):
+        with pytest.raises(ValueError, match="--warmup"):
+            learning_rate(1e-3, bad, 100)
     results = train_bi_encoder(config(tiny_setup, tmp_path / "warm", epochs=1, warmup=0.2))
     assert results["config"]["warmup"] == 0.2
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10

@@ -133,6 +133,8 @@ class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
 
 def learning_rate(peak, warmup, total_steps):
     """A constant ``peak`` when ``warmup`` is None (bojone's CoSENT), else WarmupLinear over that share of steps."""
+    if warmup is not None and not 0 <= warmup < 1:
+        raise ValueError(f"--warmup is a share of the training steps in [0, 1), got {warmup}")
     return peak if warmup is None else WarmupLinear(peak, int(warmup * total_steps), total_steps)
 
 
