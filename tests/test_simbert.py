@@ -224,3 +224,20 @@ def test_sample_tokens_equals_full_sort_reference():
         for topk, topp in ((None, 0.95), (5, None), (20, 0.8), (None, 0.3)):
             got = sample_tokens(p, topk, topp, np.random.default_rng(7))
             np.testing.assert_array_equal(got, reference(p, topk, topp, np.random.default_rng(7)))
+
+
+def test_simbert_job_selects_by_valid_loss(tmp_path, tok, simbert):
+    """--select loss: the best epoch is the one with the lowest joint loss on groups of LCQMC valid positives."""
+    from zoo.training import SimBERTConfig, train_simbert
+    from test_training import write_synthetic_task
+
+    data = tmp_path / "data"
+    write_synthetic_task(str(data), sizes=(200, 100, 100))
+    simbert.save(tmp_path / "start")
+    results = train_simbert(SimBERTConfig(checkpoint=str(tmp_path / "start"), data_dir=str(data), batch_size=8,
+                                          maxlen=16, lr=1e-3, epochs=2, output=str(tmp_path / "run"),
+                                          progress=False, jit_compile=False, eval_tasks=("LCQMC",),
+                                          samples=("今天天气",), tasks=("LCQMC",), select="loss"))
+    losses = [e["valid_loss"] for e in results["epochs"]]
+    assert losses[1] < losses[0]  # training lowers the held-out loss
+    assert results["best_epoch"] == 1 + int(np.argmin(losses[1:]))

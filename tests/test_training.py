@@ -165,3 +165,38 @@ def test_training_job_runs_on_jax(tiny_setup, tmp_path):
     results = json.loads((tmp_path / "jax" / "results.json").read_text())
     assert results["versions"]["keras_backend"] == "jax"
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 20
+
+
+def test_multi_task_training_selects_by_mean_valid_and_reports_each_task(tiny_setup, tmp_path):
+    """Several tasks -> one model on the union of their train splits; each batch from one task (or mixed, with
+    graded labels scaled); selection by the mean valid Spearman; per-task test results and transfer tasks."""
+    from zoo.training import MultiTaskBatches, PairBatches
+
+    data = tmp_path / "data"
+    write_synthetic_task(str(data / "LCQMC"), seed=0)
+    write_synthetic_task(str(data / "BQ"), seed=1)
+    for split in ("train", "valid", "test"):  # the second task's files under its own name, graded labels
+        src = data / "BQ" / f"LCQMC.{split}.data"
+        lines = [line.rsplit("\t", 1) for line in src.read_text(encoding="utf-8").splitlines()]
+        (data / "BQ" / f"BQ.{split}.data").write_text(
+            "".join(f"{t}\t{5 * int(y)}\n" for t, y in lines), encoding="utf-8")
+        src.unlink()
+    tok = zoo.load_tokenizer(str(tiny_setup / "preset"))
+    from zoo.data import load_task
+
+    parts = [PairBatches(tok, load_task(t, "train", str(data)), 16, 16) for t in ("LCQMC", "BQ")]
+    multi = MultiTaskBatches(parts)
+    assert len(multi) == len(parts[0]) + len(parts[1]) and multi.n == parts[0].n + parts[1].n
+    seen = [set(np.unique(y).tolist()) for _, _, y in multi.epoch(0, 0)]
+    assert all(s <= {0.0, 1.0} or s <= {0.0, 5.0} for s in seen)  # one task per batch
+    assert any(s == {0.0, 5.0} for s in seen) and any(s == {0.0, 1.0} for s in seen)
+    for batching in ("task", "mixed"):
+        results = train_bi_encoder(config(tiny_setup, tmp_path / batching, task="LCQMC,BQ", data_dir=str(data),
+                                          epochs=1, batching=batching, eval_tasks=("LCQMC",)))
+        assert set(results["tasks"]) == {"LCQMC", "BQ"}
+        first = results["epochs"][0]["valid_spearman"]
+        assert results["epochs"][1]["valid_spearman"] > first + 10
+        assert results["valid_spearman"] == pytest.approx(
+            np.mean([results["tasks"][t]["valid_spearman"] for t in ("LCQMC", "BQ")]), abs=1e-6)
+        assert "test_accuracy" in results["tasks"]["LCQMC"] and "test_accuracy" not in results["tasks"]["BQ"]
+        assert "| BQ |" in (tmp_path / batching / "results.md").read_text()

@@ -46,6 +46,8 @@ class TrainConfig:
     jit_compile: bool = True
     length_buckets: bool = True
     progress: bool = True
+    batching: str = "task"  # several tasks: "task" (each batch from one task) or "mixed" (labels scaled to [0, 1])
+    eval_tasks: tuple = ()  # extra tasks evaluated on test only (transfer), e.g. ("PAWSX",)
 
 
 # ---------------------------------------------------------------------------------- batches
@@ -92,16 +94,39 @@ class PairBatches:
     def epoch(self, seed, epoch, start_step=0):
         batches = self.epoch_batches(seed, epoch)
         for step in range(start_step, len(batches)):
-            index = batches[step]
-            rows = []
-            for i in index:
-                if self.joint:  # cross-encoder: one row [CLS] a [SEP] b [SEP]
-                    ids, segments = self.tokenizer._assemble(self.pieces_a[i], self.pieces_b[i], self.maxlen)
-                    rows.append((ids, [0] * len(ids) if self.zero_segments else segments))
-                else:  # bi-encoder: rows a_i, b_i interleaved
-                    rows.append(self.tokenizer._assemble(self.pieces_a[i], None, self.maxlen))
-                    rows.append(self.tokenizer._assemble(self.pieces_b[i], None, self.maxlen))
-            yield step, self.tokenizer.pad(rows, pad_to=batch_length(rows, self.maxlen)), self.labels[index]
+            yield step, *self.make_batch(batches[step])
+
+    def make_batch(self, index):
+        """(inputs, labels) of the pairs ``index``."""
+        rows = []
+        for i in index:
+            if self.joint:  # cross-encoder: one row [CLS] a [SEP] b [SEP]
+                ids, segments = self.tokenizer._assemble(self.pieces_a[i], self.pieces_b[i], self.maxlen)
+                rows.append((ids, [0] * len(ids) if self.zero_segments else segments))
+            else:  # bi-encoder: rows a_i, b_i interleaved
+                rows.append(self.tokenizer._assemble(self.pieces_a[i], None, self.maxlen))
+                rows.append(self.tokenizer._assemble(self.pieces_b[i], None, self.maxlen))
+        return self.tokenizer.pad(rows, pad_to=batch_length(rows, self.maxlen)), self.labels[index]
+
+
+class MultiTaskBatches:
+    """One PairBatches per task; an epoch runs every batch of every task once, in an order fixed by (seed, epoch).
+    Each batch holds the pairs of one task, so labels of different scales (0/1, STS-B 0-5) never share a batch."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.n = sum(p.n for p in parts)
+
+    def __len__(self):
+        return sum(len(p) for p in self.parts)
+
+    def epoch(self, seed, epoch, start_step=0):
+        plan = [(k, i) for k, p in enumerate(self.parts) for i in range(len(p))]
+        plan = [plan[j] for j in np.random.default_rng([seed, epoch, 1]).permutation(len(plan))]
+        batches = [p.epoch_batches(seed + k, epoch) for k, p in enumerate(self.parts)]
+        for step in range(start_step, len(plan)):
+            k, i = plan[step]
+            yield step, *self.parts[k].make_batch(batches[k][i])
 
 
 def objective_labels(objective, labels, task):
@@ -206,7 +231,7 @@ def resolve_data_dir(task, data_dir):
 
 
 def run_epochs(trainer, batches, state_dir, epochs, seed, evaluate, save_best, save_every=500,
-               show_progress=True, metric="valid_spearman", unit="pair"):
+               show_progress=True, metric="valid_spearman", unit="pair", mode="max"):
     """The resumable training loop shared by zoo's jobs.
 
     ``batches.epoch(seed, epoch, start_step)`` yields (step, x, y); ``len(batches)`` steps and ``batches.n``
@@ -249,7 +274,8 @@ def run_epochs(trainer, batches, state_dir, epochs, seed, evaluate, save_best, s
         record = {"epoch": epoch + 1, metric: value, "train_loss_ema": ema}
         state["history"].append(record)
         print(f"[zoo] epoch {epoch + 1}: {metric} {value:.2f}", file=sys.stderr)
-        if state["best"] is None or value > state["best"][metric]:  # trained epochs only
+        best = state["best"]
+        if best is None or (value > best[metric] if mode == "max" else value < best[metric]):  # trained epochs
             state["best"] = record
             save_best(epoch + 1, value)
         state.update(epoch=epoch + 1, step=0, loss_ema=None)
@@ -293,7 +319,11 @@ def add_job_flags(p, defaults):
 
 
 def train_bi_encoder(config: TrainConfig):
-    """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json)."""
+    """Run the job described by ``config``; returns the results dict (also written to OUTPUT/results.json).
+
+    ``config.task`` may name several tasks ("LCQMC,BQ,ATEC,STS-B"): one model trains on the union of their
+    train splits (``batching`` "task": each batch from one task; "mixed": pairs of all tasks in one batch with
+    graded labels scaled to [0, 1]) and is selected by the mean of the valid Spearmans."""
     import keras
 
     from .evaluation import evaluate_encoder, threshold_accuracy
@@ -302,25 +332,42 @@ def train_bi_encoder(config: TrainConfig):
 
     if config.objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {config.objective!r}")
+    if config.batching not in ("task", "mixed"):
+        raise ValueError(f"batching must be 'task' or 'mixed', got {config.batching!r}")
+    tasks = [t.strip() for t in config.task.split(",") if t.strip()]
     t0 = time.time()
     checkpoint = config.checkpoint or DEFAULT_PRESET
-    output = config.output or os.path.join("runs", f"{config.task}_{config.objective}_{config.pooling}")
+    output = config.output or os.path.join("runs", f"{'+'.join(tasks)}_{config.objective}_{config.pooling}")
     os.makedirs(output, exist_ok=True)
-    data_dir = resolve_data_dir(config.task, config.data_dir)
-    data = load_splits(config.task, data_dir, config.limit_train)
+    data_dirs = {task: resolve_data_dir(task, config.data_dir) for task in tasks}
+    splits = {task: load_splits(task, data_dirs[task], config.limit_train) for task in tasks}
 
     keras.utils.set_random_seed(config.seed)
     encoder = SentenceEncoder.from_checkpoint(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
-    labels = objective_labels(config.objective, data["train"].labels, config.task)
-    batches = PairBatches(encoder.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
-                          config.length_buckets)
+    labels = {task: objective_labels(config.objective, d["train"].labels, task) for task, d in splits.items()}
+    if len(tasks) == 1:
+        batches = PairBatches(encoder.tokenizer, splits[tasks[0]]["train"], config.batch_size, config.maxlen,
+                              labels[tasks[0]], config.length_buckets)
+    elif config.batching == "task":
+        batches = MultiTaskBatches([PairBatches(encoder.tokenizer, splits[t]["train"], config.batch_size,
+                                                config.maxlen, labels[t], config.length_buckets) for t in tasks])
+    else:
+        from .data import PairDataset
+
+        scaled = [labels[t] / (5.0 if labels[t].max() > 1 else 1.0) for t in tasks]
+        union = PairDataset(sum((splits[t]["train"].texts_a for t in tasks), []),
+                            sum((splits[t]["train"].texts_b for t in tasks), []),
+                            np.concatenate(scaled).astype("float32"))
+        batches = PairBatches(encoder.tokenizer, union, config.batch_size, config.maxlen,
+                              length_buckets=config.length_buckets)
     lr = learning_rate(config.lr, config.warmup, config.epochs * len(batches))
     trainer = build_trainer(encoder, config.objective, lr, config.jit_compile)
 
     model_dir = os.path.join(output, "model")
 
     def evaluate():
-        return evaluate_encoder(encoder, data["valid"], config.eval_batch_size)[0]["spearman"]
+        return float(np.mean([evaluate_encoder(encoder, splits[t]["valid"], config.eval_batch_size)[0]["spearman"]
+                              for t in tasks]))
 
     def save_best(epoch, metric):
         encoder.save(model_dir, metadata={"task": config.task, "objective": config.objective, "epoch": epoch,
@@ -330,12 +377,27 @@ def train_bi_encoder(config: TrainConfig):
                        evaluate, save_best, save_every=config.save_every, show_progress=config.progress)
 
     best = SentenceEncoder.load(model_dir)
-    valid, valid_scores = evaluate_encoder(best, data["valid"], config.eval_batch_size)
-    test, test_scores = evaluate_encoder(best, data["test"], config.eval_batch_size)
-    results = {**job_results(config, state, data, t0, checkpoint=checkpoint, output=output, data_dir=data_dir),
-               "valid_spearman": valid["spearman"], "test_spearman": test["spearman"], "test_pearson": test["pearson"]}
-    if all(np.isin(data[split].labels, (0, 1)).all() for split in ("valid", "test")):  # binary: accuracy too
-        results.update(threshold_accuracy(valid_scores, data["valid"].labels, test_scores, data["test"].labels))
+    per_task = {}
+    for task in tasks + [t for t in config.eval_tasks if t not in tasks]:
+        data = splits.get(task) or {s: load_task(task, s, resolve_data_dir(task, config.data_dir))
+                                    for s in ("valid", "test")}
+        valid, valid_scores = evaluate_encoder(best, data["valid"], config.eval_batch_size)
+        test, test_scores = evaluate_encoder(best, data["test"], config.eval_batch_size)
+        per_task[task] = {"valid_spearman": valid["spearman"], "test_spearman": test["spearman"],
+                          "test_pearson": test["pearson"], "trained": task in tasks}
+        if all(np.isin(data[split].labels, (0, 1)).all() for split in ("valid", "test")):  # binary: accuracy too
+            per_task[task].update(threshold_accuracy(valid_scores, data["valid"].labels, test_scores,
+                                                     data["test"].labels))
+    files = {}
+    for task, data in splits.items():
+        files.update({split if len(tasks) == 1 else f"{task}.{split}": f for split, f in data_files(data).items()})
+    results = {**job_results(config, state, {}, t0, checkpoint=checkpoint, output=output,
+                             data_dir=data_dirs[tasks[0]]), "data_files": files}
+    if len(tasks) == 1 and not config.eval_tasks:
+        results.update({k: v for k, v in per_task[tasks[0]].items() if k != "trained"})
+    else:
+        results.update(tasks=per_task, valid_spearman=state["best"]["valid_spearman"],
+                       test_spearman=float(np.mean([per_task[t]["test_spearman"] for t in tasks])))
     results["command"] = " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])  # for the table
     return save_results(output, results, results_table(results))
 
@@ -361,6 +423,13 @@ def results_table(results):
     for h in results["epochs"]:
         loss = "" if h["train_loss_ema"] is None else f"{h['train_loss_ema']:.4f}"
         lines.append(f"| {h['epoch']} | {h['valid_spearman']:.2f} | {loss} |")
+    if "tasks" in results:
+        lines += ["", "| task | valid Spearman | test Spearman | test accuracy [95% CI] |", "|---|---|---|---|"]
+        for task, r in results["tasks"].items():
+            acc = (f"{r['test_accuracy']:.2f} [{r['test_accuracy_ci95'][0]:.1f}, {r['test_accuracy_ci95'][1]:.1f}]"
+                   if "test_accuracy" in r else "")
+            name = task if r["trained"] else f"{task} (not trained on)"
+            lines.append(f"| {name} | {r['valid_spearman']:.2f} | {r['test_spearman']:.2f} | {acc} |")
     lines.append(f"\ncommand: `{results['command']}`  ({results['seconds']:.0f} s)\n")
     return "\n".join(lines)
 
@@ -371,7 +440,8 @@ def parse_args(argv=None, task=None, objective=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = TrainConfig()
     if task is None:
-        p.add_argument("--task", choices=TASKS, required=True)
+        p.add_argument("--task", required=True, help=f"one of {TASKS}, or several comma-separated (one model "
+                       "trained on their union, selected by the mean valid Spearman)")
     if objective is None:
         p.add_argument("--loss", dest="objective", choices=OBJECTIVES, default="cosent")
     p.add_argument("--checkpoint", help="Google TF1 / transformers folder, zoo preset or .keras "
@@ -391,8 +461,16 @@ def parse_args(argv=None, task=None, objective=None):
     p.add_argument("--save-every", type=int, default=d.save_every, help="steps between mid-epoch checkpoints")
     p.add_argument("--no-length-buckets", dest="length_buckets", action="store_false",
                    help="plain random batches (default: batches of similar-length pairs, less padding)")
+    p.add_argument("--batching", choices=("task", "mixed"), default=d.batching,
+                   help="several tasks: each batch from one task (default), or all tasks mixed with graded "
+                        "labels scaled to [0, 1]")
+    p.add_argument("--eval-tasks", default="", help="extra tasks evaluated on valid/test only (e.g. PAWSX)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     args = p.parse_args(argv)
+    args.eval_tasks = tuple(t for t in args.eval_tasks.split(",") if t)
+    for t in (args.task.split(",") if task is None else []) + list(args.eval_tasks):
+        if t not in TASKS:
+            p.error(f"unknown task {t!r}; known: {', '.join(TASKS)}")
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in vars(args).items() if k in fields}
     if task is not None:
@@ -425,6 +503,9 @@ class SimBERTConfig:
     jit_compile: bool = True
     progress: bool = True
     eval_tasks: tuple = ("LCQMC", "BQ", "STS-B")
+    tasks: tuple = ("LCQMC", "BQ")  # default groups: connected components of these tasks' train positives
+    select: str = "retrieval"  # best epoch by LCQMC valid Spearman ("retrieval") or by the joint loss on
+    # groups of LCQMC valid positives ("loss": generation + retrieval, lower is better)
     samples: tuple = ("微信和支付宝哪个好", "怎么开通花呗", "今天天气怎么样", "我想买一部手机")
 
 
@@ -449,7 +530,7 @@ def train_simbert(config: SimBERTConfig):
         data_files["groups"] = config.groups
     else:
         sources = []
-        for task in ("LCQMC", "BQ"):
+        for task in config.tasks:
             try:
                 d = load_task(task, "train", resolve_data_dir(task, config.data_dir))
             except FileNotFoundError:
@@ -470,14 +551,25 @@ def train_simbert(config: SimBERTConfig):
     batches = SimBERTBatches(model.tokenizer, groups, config.batch_size, config.maxlen)
     model_dir = os.path.join(output, "model")
 
+    valid_groups = groups_from_positive_pairs(valid)
+    valid_batches = SimBERTBatches(model.tokenizer, valid_groups, config.batch_size, config.maxlen)
+    if config.select not in ("retrieval", "loss"):
+        raise ValueError(f"select must be 'retrieval' or 'loss', got {config.select!r}")
+    metric = "valid_spearman" if config.select == "retrieval" else "valid_loss"
+
     def evaluate():
-        return evaluate_encoder(model.encoder, valid, 128)[0]["spearman"]
+        if config.select == "retrieval":
+            return evaluate_encoder(model.encoder, valid, 128)[0]["spearman"]
+        losses = [float(np.asarray(trainer.predict_on_batch(x)).reshape(-1)[0]) for _, x, _ in
+                  valid_batches.epoch(12345, 0)]
+        return float(np.mean(losses))
 
     def save_best(epoch, value):
-        model.save(model_dir, metadata={"job": "simbert", "epoch": epoch, "lcqmc_valid_spearman": value})
+        model.save(model_dir, metadata={"job": "simbert", "epoch": epoch, metric: value})
 
     state = run_epochs(trainer, batches, os.path.join(output, "checkpoint"), config.epochs, config.seed, evaluate,
-                       save_best, save_every=config.save_every, show_progress=config.progress, unit="pair")
+                       save_best, save_every=config.save_every, show_progress=config.progress, unit="pair",
+                       metric=metric, mode="max" if config.select == "retrieval" else "min")
     best = SimBERT.load(model_dir)
     zero_shot = {}
     for task in config.eval_tasks:
@@ -519,8 +611,13 @@ def simbert_main(argv=None):
     p.add_argument("--output")
     p.add_argument("--full-vocab", dest="simplified_vocab", action="store_false",
                    help="keep the checkpoint's whole vocabulary (default: slim it as SimBERT did)")
+    p.add_argument("--tasks", default=",".join(d.tasks), help="tasks whose train positives form the default groups")
+    p.add_argument("--select", choices=("retrieval", "loss"), default=d.select,
+                   help="keep the epoch with the best LCQMC valid Spearman, or the lowest joint loss on "
+                        "LCQMC valid positives")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     args = vars(p.parse_args(argv))
+    args["tasks"] = tuple(t for t in args["tasks"].split(",") if t)
     train_simbert(SimBERTConfig(**args))
 
 
