@@ -20,7 +20,9 @@ import numpy as np
 
 import zoo
 from zoo.data import load_task
-from zoo.utils import batch_length, versions, write_json_atomic
+from zoo.logs import batch_length
+from zoo.paths import write_json_atomic
+from zoo.train.results import versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -89,7 +91,7 @@ def main():
 
     test = load_task("LCQMC", "test")
     texts = (test.texts_a + test.texts_b)[: args.limit]
-    encoder = zoo.SentenceEncoder.from_checkpoint(google, pooling="cls", maxlen=64)
+    encoder = zoo.SentenceEncoder.from_preset(google, pooling="cls", maxlen=64)
     torch, ref = torch_reference(hf, args.threads)
     batches = sorted_batches(encoder.tokenizer, texts, args.batch_size, 64)
     plain_batches = sorted_batches(encoder.tokenizer, texts, args.batch_size, 64, sort=False)
@@ -118,11 +120,16 @@ def main():
 
     # (b) CoSENT training steps on identical batches
     train = load_task("LCQMC", "train").head(32 * args.train_steps)
-    from zoo.training import PairBatches, build_trainer
+    import keras
+
+    from zoo.jobs.bi_encoder import objective_loss
+    from zoo.models.bi_encoder import build_pair_trainer
+    from zoo.train import PairBatches
 
     pairs = PairBatches(encoder.tokenizer, train, 32, 64)
     step_batches = [(x, y) for _, x, y in pairs.epoch(0, 0)]
-    trainer = build_trainer(encoder, "cosent", 2e-5)
+    trainer = build_pair_trainer(encoder, "cosent")
+    trainer.compile(optimizer=keras.optimizers.Adam(2e-5), loss=objective_loss("cosent"))
     ref.train()
     step = torch_cosent_step(torch, ref, torch.optim.Adam(ref.parameters(), lr=2e-5))
     for x, y in step_batches:  # warm-up: compile every padded length once

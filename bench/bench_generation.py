@@ -15,7 +15,8 @@ import sys
 import time
 
 import zoo
-from zoo.utils import versions, write_json_atomic
+from zoo.paths import write_json_atomic
+from zoo.train.results import versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXTS = ["微信和支付宝哪个好", "怎么开通花呗", "今天天气怎么样", "我想买一部手机", "这个手机多少钱"]
@@ -28,7 +29,7 @@ def main():
     p.add_argument("--maxlen", type=int, default=32)
     p.add_argument("--out", default=os.path.join(HERE, "results", "generation.json"))
     args = p.parse_args()
-    model = zoo.SimBERT.from_checkpoint(args.checkpoint, maxlen=args.maxlen)
+    model = zoo.SimBERT.from_preset(args.checkpoint, maxlen=args.maxlen)
     rows = []
     for use_cache in (True, False):  # warm-up: compile the cached step and the prefill shapes
         model.gen_synonyms(TEXTS[0], n=args.n, k=5, seed=0, use_cache=use_cache)

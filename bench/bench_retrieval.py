@@ -12,7 +12,8 @@ import time
 import numpy as np
 
 from zoo.retrieval import SemanticIndex
-from zoo.utils import versions, write_json_atomic
+from zoo.paths import write_json_atomic
+from zoo.train.results import versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -95,7 +95,8 @@ def main():
     args = parser.parse_args()
 
     import zoo
-    from zoo.utils import versions, write_json_atomic
+    from zoo.paths import write_json_atomic
+    from zoo.train.results import versions
 
     tmp = None
     model_dir = args.model

@@ -1,11 +1,15 @@
-"""Representation vs interaction (CoSENT 二): CoSENT, Sentence-BERT and a cross-encoder per task on one backbone;
-thresholds fitted on valid; test accuracy with bootstrap 95% intervals, Spearman, and PNG plots.
+"""Representation vs interaction (CoSENT 二): a CoSENT and a Sentence-BERT bi-encoder and a cross-encoder per task,
+each trained by its own job (tasks/train_bi_encoder.py, tasks/train_cross_encoder.py) or reloaded when its run
+folder is complete; thresholds fitted on valid; test accuracy with bootstrap intervals, Spearman, and plots.
 
-    python tasks/compare_matching.py --tasks LCQMC,BQ,ATEC,PAWSX --data-dir ../shared/data --output runs/compare
-PAWS-X has no train split here: its rows use the models trained on LCQMC (transfer).
+    python tasks/compare_matching.py --tasks LCQMC,PAWSX --data-dir ../shared/data --output runs/compare_lcqmc
+
+The same job as `zoo compare` (zoo/jobs/compare.py).
 """
 
-from zoo.reports import main
+from zoo.config import parse
+from zoo.jobs.compare import CompareConfig, run
+from zoo.logs import setup_cli
 
-if __name__ == "__main__":
-    main()
+setup_cli()
+run(parse(CompareConfig))

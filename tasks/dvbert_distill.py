@@ -1,10 +1,61 @@
-"""DvBERT: distil trained cross-encoders into a siamese bi-encoder with teacher annealing (soft -> gold targets).
+"""DvBERT, written out: distil trained cross-encoder teachers into a bi-encoder with teacher annealing.
 
-    python tasks/train_cross_encoder.py --task LCQMC --output runs/LCQMC_cross        # the teacher
-    python tasks/dvbert_distill.py --task LCQMC --teacher runs/LCQMC_cross/model --output runs/LCQMC_dvbert
+    python tasks/dvbert_distill.py --task LCQMC --teacher runs/LCQMC_cross --objective cosent-gap --pooling cls \
+        --epochs 1 --batch-size 32 --lr 1e-4 --output runs/LCQMC_dvbert_cosent_gap
+
+The same job as `zoo train dvbert` (zoo/jobs/dvbert.py, which explains the objectives).
 """
 
-from zoo.training import dvbert_main
+import os
+import time
 
-if __name__ == "__main__":
-    dvbert_main()
+import zoo  # noqa: I001  (first: it imports Keras with TensorFlow's start-up lines silenced)
+import keras
+import numpy as np
+
+import zoo
+from zoo.config import parse
+from zoo.data import load_splits
+from zoo.evaluation import SpearmanEvaluator
+from zoo.jobs.common import limit_eval
+from zoo.jobs.dvbert import DistillBatches, DvBERTConfig, predict_teachers, report
+from zoo.jobs.evaluate import evaluate_task
+from zoo.logs import setup_cli
+from zoo.losses import CoSENTLoss, SoftTargetLoss
+from zoo.models import build_pair_trainer
+from zoo.train import PairBatches, fit, learning_rate
+
+setup_cli()
+config = parse(DvBERTConfig)
+t0 = time.time()
+checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
+output = config.output or f"runs/{config.task}_dvbert"
+os.makedirs(output, exist_ok=True)
+
+# 1. Data, and the teachers' probabilities on every train pair (cached in the run folder).
+data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train), config.limit_eval)
+teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
+                                 config.progress)
+
+# 2. The student: a bi-encoder.
+keras.utils.set_random_seed(config.seed)
+student = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+
+# 3. Targets annealed from the teachers to the gold labels over the run; the student's loss.
+pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
+                    np.arange(len(data["train"]), dtype="float32"))  # labels: pair indices, for the targets
+cosent = config.objective.startswith("cosent")
+batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
+trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
+trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, batches.total)),
+                loss=CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss(),
+                jit_compile=config.jit_compile)
+
+# 4. Train, keeping the best student by valid Spearman.
+run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=SpearmanEvaluator(data["valid"]),
+          model=student, save_every=config.save_every, show_progress=config.progress,
+          metadata={"job": "dvbert", "objective": config.objective, "teachers": list(config.teachers)})
+
+# 5. Evaluate and 6. write the results.
+scores = evaluate_task(zoo.SentenceEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
+report(config, checkpoint, output, run, data, scores, t0)

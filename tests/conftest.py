@@ -11,7 +11,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -199,14 +202,30 @@ def zoo_outputs(backbone, batch, **extra):
 
 
 def load_quietly(path, **kwargs):
-    """zoo.load_backbone without the UserWarning about missing/unused variables (tests check load_report)."""
-    import warnings
-
+    """zoo.load_backbone (its report of missing/unused variables is logged; tests check load_report)."""
     import zoo
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return zoo.load_backbone(str(path), **kwargs)
+    return zoo.load_backbone(str(path), **kwargs)
+
+
+@contextlib.contextmanager
+def logs(caplog, pattern, level=logging.INFO):
+    """The block logs (zoo's one output channel) a message matching ``pattern`` at ``level`` or above."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        yield
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.startswith("zoo")]
+    assert any(lvl >= level and re.search(pattern, m) for lvl, m in messages), (pattern, messages)
+
+
+@contextlib.contextmanager
+def no_warning_logged(caplog):
+    """The block logs nothing at WARNING or above (a clean load)."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        yield
+    bad = [r.getMessage() for r in caplog.records if r.name.startswith("zoo") and r.levelno >= logging.WARNING]
+    assert not bad, bad
 
 
 def max_diff(a, b, mask=None):

@@ -7,14 +7,14 @@ import json
 import re
 import shutil
 import sys
-import warnings
+import logging
 
 import numpy as np
 import pytest
 
 import zoo
-from conftest import (assert_outputs_close, google_config_of, hf_google_pairs, hf_to_google_arrays, load_quietly,
-                      write_google_checkpoint, zoo_outputs)
+from conftest import (assert_outputs_close, google_config_of, hf_google_pairs, hf_to_google_arrays, load_quietly, logs,
+                      no_warning_logged, write_google_checkpoint, zoo_outputs)
 from zoo.checkpoints import CheckpointError, _read_torch_zip
 
 NSP = ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
@@ -92,7 +92,7 @@ VARIANTS = {  # name -> (writer, with_mlm, expected missing, expected unused, wa
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_batch, tiny_reference):
+def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_batch, tiny_reference, caplog):
     writer, with_mlm, missing, unused, warning, keys = VARIANTS[variant]
     folder = tiny_hf["dir"]
     if writer is not None:
@@ -101,11 +101,10 @@ def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_ba
     files = {p.name for p in folder.iterdir()}
     assert ("pytorch_model.bin" in files) == (variant == "pytorch_model.bin")
     if warning:
-        with pytest.warns(UserWarning, match=warning):
+        with logs(caplog, warning):
             backbone = zoo.load_backbone(str(folder), with_mlm=with_mlm)
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", UserWarning)  # a clean load warns about nothing
+        with no_warning_logged(caplog):  # a clean load warns about nothing
             backbone = zoo.load_backbone(str(folder), with_mlm=with_mlm)
     report = backbone.load_report
     assert sorted(report.missing) == sorted(missing) and report.unused == unused
@@ -114,15 +113,17 @@ def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_ba
     assert_outputs_close(out, tiny_reference, tiny_batch["padding_mask"], TOL, keys=keys, label=variant)
 
 
-def test_bert_model_folder_with_mlm_reports_missing_head(tmp_path, tiny_hf):
+def test_bert_model_folder_with_mlm_reports_missing_head(tmp_path, tiny_hf, caplog):
     _save_bert_model(tiny_hf["model"], tmp_path)
-    with pytest.warns(UserWarning, match="left randomly initialised"):
+    with logs(caplog, "left randomly initialised", logging.WARNING):
         backbone = zoo.load_backbone(str(tmp_path), with_mlm=True)
     assert backbone.load_report.missing == [
         "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
         "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
         "cls/predictions/output_bias"]
-    assert "not in the checkpoint" in backbone.load_report.summary()
+    summary = str(backbone.load_report)
+    assert "not in the checkpoint" in summary and "MLM head (5 variables)" in summary
+    assert "\n" not in summary and len(summary) < 300, summary  # one short line, heads grouped, not 70 names
 
 
 def test_torch_zip_reader_matches_torch_load(tmp_path, tiny_hf, tiny_batch, tiny_reference):
@@ -157,12 +158,12 @@ def test_torch_zip_reader_matches_torch_load(tmp_path, tiny_hf, tiny_batch, tiny
 
 
 # ------------------------------------------------------------------------------------------------ Google TF1
-def test_google_folder_written_from_transformers(tiny_google, tiny_batch, tiny_reference, tiny_vocab):
+def test_google_folder_written_from_transformers(tiny_google, tiny_batch, tiny_reference, tiny_vocab, caplog):
     import tensorflow as tf
 
     names = {n for n, _ in tf.train.list_variables(str(tiny_google / "bert_model.ckpt"))}
     assert "bert/encoder/layer_1/attention/self/query/kernel" in names and "cls/predictions/output_bias" in names
-    with pytest.warns(UserWarning, match=WARN_UNUSED_NSP):
+    with logs(caplog, WARN_UNUSED_NSP):
         backbone = zoo.load_backbone(str(tiny_google), with_mlm=True)
     assert backbone.load_report.missing == [] and backbone.load_report.unused == NSP
     out = zoo_outputs(backbone, tiny_batch)
@@ -173,7 +174,7 @@ def test_google_folder_written_from_transformers(tiny_google, tiny_batch, tiny_r
     assert zoo.load_tokenizer(str(tiny_google)).vocab == tiny_vocab[0]
 
 
-def test_save_google_checkpoint_round_trip(tmp_path, tiny_hf, tiny_arrays, tiny_batch, tiny_vocab):
+def test_save_google_checkpoint_round_trip(tmp_path, tiny_hf, tiny_arrays, tiny_batch, tiny_vocab, caplog):
     import tensorflow as tf
 
     backbone = load_quietly(tiny_hf["dir"], with_mlm=True)
@@ -189,8 +190,7 @@ def test_save_google_checkpoint_round_trip(tmp_path, tiny_hf, tiny_arrays, tiny_
     config = json.loads((tmp_path / "g" / "bert_config.json").read_text())
     assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 32 and config["hidden_act"] == "gelu"
     # and it loads back to the same model
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+    with no_warning_logged(caplog):
         again = zoo.load_backbone(str(tmp_path / "g"), with_mlm=True)
     assert again.load_report.missing == [] == again.load_report.unused
     a, b = zoo_outputs(backbone, tiny_batch), zoo_outputs(again, tiny_batch)
@@ -270,14 +270,14 @@ def test_missing_encoder_variable_names_file_and_variable(tmp_path, tiny_google,
     assert str(folder / "bert_model.ckpt") in str(e.value) and name in str(e.value)
 
 
-def test_unused_and_optimizer_variables_reported(tmp_path, tiny_google, tiny_arrays, tiny_batch, tiny_reference):
+def test_unused_and_optimizer_variables_reported(tmp_path, tiny_google, tiny_arrays, tiny_batch, tiny_reference, caplog):
     arrays = dict(tiny_arrays)
     arrays["bert/encoder/layer_0/extra_adapter/kernel"] = np.ones((32, 4), "float32")
     arrays["bert/embeddings/word_embeddings/adam_m"] = np.zeros_like(arrays["bert/embeddings/word_embeddings"])
     arrays["bert/embeddings/word_embeddings/adam_v"] = np.zeros_like(arrays["bert/embeddings/word_embeddings"])
     arrays["global_step"] = np.array(7, "int64")
     folder = copy_google(tiny_google, tmp_path / "g", arrays=arrays)
-    with pytest.warns(UserWarning, match="extra_adapter"):
+    with logs(caplog, "extra_adapter"):
         backbone = zoo.load_backbone(str(folder), with_mlm=True)
     report = backbone.load_report
     assert report.unused == ["bert/encoder/layer_0/extra_adapter/kernel", *NSP]
@@ -287,10 +287,10 @@ def test_unused_and_optimizer_variables_reported(tmp_path, tiny_google, tiny_arr
     assert_outputs_close(out, tiny_reference, tiny_batch["padding_mask"], TOL, label="google + extras")
 
 
-def test_missing_pooler_in_google_folder(tmp_path, tiny_google, tiny_arrays):
+def test_missing_pooler_in_google_folder(tmp_path, tiny_google, tiny_arrays, caplog):
     arrays = {k: v for k, v in tiny_arrays.items() if not k.startswith("bert/pooler/")}
     folder = copy_google(tiny_google, tmp_path / "g", arrays=arrays)
-    with pytest.warns(UserWarning, match=WARN_MISSING_POOLER):
+    with logs(caplog, WARN_MISSING_POOLER, logging.WARNING):
         backbone = zoo.load_backbone(str(folder))
     assert sorted(backbone.load_report.missing) == POOLER
 
@@ -306,7 +306,7 @@ def tiny_backbone(tiny_hf):
     return load_quietly(tiny_hf["dir"], with_mlm=True)
 
 
-def test_preset_round_trip(tmp_path, tiny_backbone, tiny_hf, tiny_batch):
+def test_preset_round_trip(tmp_path, tiny_backbone, tiny_hf, tiny_batch, caplog):
     tok = zoo.load_tokenizer(str(tiny_hf["dir"]))
     target = tmp_path / "my_preset"
     assert zoo.save_preset(tiny_backbone, tok, str(target)) == str(target)
@@ -323,8 +323,7 @@ def test_preset_round_trip(tmp_path, tiny_backbone, tiny_hf, tiny_batch):
     for t in texts:
         assert tok2.encode(t, "的") == tok.encode(t, "的")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+    with no_warning_logged(caplog):
         again = zoo.load_backbone(str(target), with_mlm=True)
     for k, v in zoo_outputs(again, tiny_batch).items():
         np.testing.assert_array_equal(v, want[k], err_msg=k)
@@ -338,7 +337,7 @@ def test_preset_round_trip(tmp_path, tiny_backbone, tiny_hf, tiny_batch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_preset"]
 
 
-def test_keras_file_round_trip(tmp_path, tiny_backbone, tiny_batch):
+def test_keras_file_round_trip(tmp_path, tiny_backbone, tiny_batch, caplog):
     import keras
 
     path = str(tmp_path / "m.keras")
@@ -348,8 +347,7 @@ def test_keras_file_round_trip(tmp_path, tiny_backbone, tiny_batch):
     assert isinstance(loaded, zoo.BertBackbone)
     for k, v in zoo_outputs(loaded, tiny_batch).items():
         np.testing.assert_array_equal(v, want[k], err_msg=k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+    with no_warning_logged(caplog):
         backbone = zoo.load_backbone(path, with_mlm=True)
     assert backbone.load_report.missing == [] and backbone.load_report.source == path
     for k, v in zoo_outputs(backbone, tiny_batch).items():
@@ -373,3 +371,29 @@ def test_independent_mapping_covers_the_model(tiny_hf):
     mapped = {h for h, _, _ in pairs}
     assert len(mapped) == len(pairs) == len({g for _, g, _ in pairs})
     assert mapped == set(state) - {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+
+
+def test_preset_manifest_catches_changed_truncated_and_missing_files(tmp_path):
+    """zoo_config.json lists each file's sha256 and size; loading checks them and names the file that differs."""
+    from conftest import tiny_sentence_encoder
+
+    folder = tmp_path / "enc"
+    tiny_sentence_encoder(seed=3).save(folder)
+    manifest = json.loads((folder / "zoo_config.json").read_text())["files"]
+    assert {"model.weights.h5", "vocab.txt"} <= set(manifest)
+    zoo.SentenceEncoder.from_preset(folder)  # intact: loads
+
+    weights = folder / "model.weights.h5"
+    original = weights.read_bytes()
+    data = bytearray(original)
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, same size
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"model\.weights\.h5: sha256 differs"):
+        zoo.SentenceEncoder.from_preset(folder)
+    weights.write_bytes(bytes(data[:-100]))
+    with pytest.raises(CheckpointError, match=r"model\.weights\.h5: \d+ bytes, zoo_config\.json says"):
+        zoo.from_preset(folder)
+    weights.write_bytes(original)
+    (folder / "vocab.txt").unlink()
+    with pytest.raises(CheckpointError, match=r"vocab\.txt: file missing"):
+        zoo.BertBackbone.from_preset(folder)

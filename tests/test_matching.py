@@ -82,8 +82,8 @@ def test_f1_threshold_and_bootstrap():
     # fitted on valid, applied to test: a threshold that is perfect on valid and costs accuracy on test
     fitted = threshold_accuracy(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1]),
                                 np.array([0.1, 0.3, 0.6, 0.9]), np.array([0, 1, 1, 1]))
-    assert fitted["threshold"] == pytest.approx(0.5) and fitted["valid_accuracy"] == 100
-    assert fitted["test_accuracy"] == 75 and fitted["test_accuracy_ci95"][0] < 75 < fitted["test_accuracy_ci95"][1]
+    assert fitted["threshold"] == pytest.approx(0.5) and fitted["valid_accuracy"] == 1.0
+    assert fitted["test_accuracy"] == 0.75 and fitted["test_accuracy_ci95"][0] < 0.75 < fitted["test_accuracy_ci95"][1]
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,9 @@ def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
     np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
     cross.save(tmp_path / "ce")
     np.testing.assert_allclose(zoo.CrossEncoder.load(tmp_path / "ce").predict(pairs), scores, atol=1e-6)
+    for model in (zoo.from_preset(tmp_path / "ce"), zoo.load_model(tmp_path / "ce"), zoo.load_preset(tmp_path / "ce")[0]):
+        assert isinstance(model, zoo.CrossEncoder)  # with its tokenizer, whichever verb loaded it
+        np.testing.assert_allclose(model.predict(pairs), scores, atol=1e-6)
     cross.save(str(tmp_path / "ce.keras"))
     np.testing.assert_allclose(keras.saving.load_model(str(tmp_path / "ce.keras")).predict(pairs), scores, atol=1e-6)
     with pytest.raises(ValueError, match="pair 1"):
@@ -129,7 +132,7 @@ def test_cross_encoder_job_learns(tmp_path, head):
     import keras
 
     from conftest import CJK_CHARS
-    from zoo.training import CrossConfig, train_cross_encoder
+    from zoo.jobs.cross_encoder import CrossEncoderConfig as CrossConfig, run as train_cross_encoder
 
     chars = list(dict.fromkeys(CJK_CHARS))[:160]
     halves = chars[:80], chars[80:]
@@ -166,7 +169,7 @@ def test_compare_matching_end_to_end(tmp_path):
 
     from conftest import CJK_CHARS
     from test_training import write_synthetic_task
-    from zoo.reports import CompareConfig, compare_matching
+    from zoo.jobs.compare import CompareConfig, run as compare_matching
 
     data = tmp_path / "data"
     write_synthetic_task(str(data), sizes=(320, 120, 120))
@@ -207,8 +210,9 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     from conftest import CJK_CHARS
     from test_training import write_synthetic_task
     from zoo.data import load_task
-    from zoo.training import (CrossConfig, DistillBatches, DvBERTConfig, PairBatches, predict_teachers,
-                              train_cross_encoder, train_dvbert)
+    from zoo.jobs.cross_encoder import CrossEncoderConfig as CrossConfig, run as train_cross_encoder
+    from zoo.jobs.dvbert import DistillBatches, DvBERTConfig, predict_teachers, run as train_dvbert
+    from zoo.train import PairBatches
 
     data = tmp_path / "data"
     write_synthetic_task(str(data), sizes=(96, 60, 60))
@@ -260,7 +264,7 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     with np.load(cache) as cached:
         probs = cached["probs"]
     assert probs.shape == (len(train), 1, 2)
-    with mock.patch("zoo.models.cross_encoder.CrossEncoder.load", side_effect=AssertionError("cache missed")):
+    with mock.patch("zoo.models.cross_encoder.CrossEncoder.from_preset", side_effect=AssertionError("cache missed")):
         np.testing.assert_array_equal(
             predict_teachers((str(tmp_path / "teacher" / "model"),), train, str(cache), progress=False), probs)
         other = load_task("LCQMC", "valid", str(data))  # other pairs: predicted afresh, not served stale

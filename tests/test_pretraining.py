@@ -14,9 +14,11 @@ from keras import ops
 
 import zoo
 from conftest import CJK_CHARS, synthetic_vocab
-from zoo.pretraining import (InBatchSoftmaxLoss, PretrainingBatches, PretrainingExamples, gather_positions,
-                             mask_tokens, masked_positions, max_predictions, read_corpus, read_documents, span_mask,
-                             taco_indices, taco_loss, tacl_loss)
+from zoo.corpus import read_corpus, read_documents
+from zoo.jobs.mirror_bert import span_mask
+from zoo.losses import InBatchSoftmaxLoss, gather_positions, taco_loss, tacl_loss
+from zoo.masking import PretrainingBatches, PretrainingExamples, mask_tokens, masked_positions, max_predictions, \
+    taco_indices
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,7 +41,7 @@ def test_corpus_formats(tmp_path):
 
 
 def test_task_texts_come_from_train_splits_only(tmp_path):
-    from zoo.pretraining import task_documents, unique_documents
+    from zoo.corpus import task_documents, unique_documents
 
     (tmp_path / "BQ").mkdir()
     (tmp_path / "BQ" / "BQ.train.data").write_text("借款\t还款\t1\n借款\t利息\t0\n", encoding="utf-8")
@@ -136,10 +138,10 @@ def test_batches_keep_every_masked_position(tok):
     batches = PretrainingBatches(PretrainingExamples(tok, texts, maxlen=64, nsp=True), batch_size=8, steps=3)
     assert len(batches.held_out) == 3 and not set(batches.held_out) & set(batches.train_index)  # 30 // 10
     assert len(batches.held_out) + len(batches.train_index) == len(batches.ex.examples)
-    from zoo.pretraining import masked_accuracy
+    from zoo.jobs.pretrain import MaskedTokenEvaluator
 
     with pytest.raises(ValueError, match="no held-out examples"):
-        masked_accuracy(None, PretrainingBatches(batches.ex, batch_size=8, steps=1, held_out=0))
+        MaskedTokenEvaluator(None, PretrainingBatches(batches.ex, batch_size=8, steps=1, held_out=0))
     for _, x, _ in batches.epoch(0, 0):
         length = x["token_ids"].shape[1]
         assert x["mlm_positions"].shape == (8, max_predictions(length))
@@ -209,14 +211,14 @@ def write_tiny_corpus_and_start(tmp_path):
 
 @pytest.mark.parametrize("objective", ["mlm", "tacl", "taco"])
 def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
-    from zoo.pretraining import pretrain
+    from zoo.jobs.pretrain import PretrainConfig, run
 
     write_tiny_corpus_and_start(tmp_path)
-    kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=[str(tmp_path / "corpus.txt")], task_texts=(),
+    kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=(str(tmp_path / "corpus.txt"),), task_texts=(),
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
-    pretrain(steps=10, **kw)
-    results = pretrain(steps=30, **kw)  # resumes after round 1
+    run(PretrainConfig(steps=10, **kw))
+    results = run(PretrainConfig(steps=30, **kw))  # resumes after round 1
     accs = [h["masked_accuracy"] for h in results["curve"]]
     assert [h["epoch"] for h in results["curve"]] == [0, 1, 2, 3]
     assert max(accs[1:]) > accs[0] + 5, accs
@@ -262,7 +264,7 @@ def test_shipped_mlm_preset_is_a_continued_default():
     """data/presets/chinese_L-4_H-256_A-4_mlm1k (bench/pretraining_study.sh's +MLM run, see data/README.md):
     the default's architecture and tokenizer with its MLM head, new weights, and a record of how it was made."""
     name = "chinese_L-4_H-256_A-4_mlm1k"
-    assert name in zoo.presets.available_presets()
+    assert name in zoo.paths.available_presets()
     model, tok = zoo.load_preset(name)
     default, default_tok = zoo.load_preset(zoo.DEFAULT_PRESET)
     assert isinstance(model, zoo.BertBackbone) and model.with_mlm
@@ -271,7 +273,28 @@ def test_shipped_mlm_preset_is_a_continued_default():
     unchanged = [v.path for v, a, b in zip(model.weights, model.get_weights(), default.get_weights())
                  if np.array_equal(a, b)]
     assert unchanged == ["pooler_dense/kernel", "pooler_dense/bias"]  # trained by NSP only, and it ran --no-nsp
-    with open(os.path.join(zoo.presets.PRESETS_DIR, name, "zoo_config.json"), encoding="utf-8") as f:
+    with open(os.path.join(zoo.paths.PRESETS_DIR, name, "zoo_config.json"), encoding="utf-8") as f:
         meta = json.load(f)["metadata"]
     assert meta["job"] == "pretrain-mlm" and meta["wwm"] and meta["start"] == zoo.DEFAULT_PRESET
     assert "--objective mlm" in meta["command"] and "--steps 1000" in meta["command"]
+
+
+def test_steps_fewer_than_eval_every_runs_exactly_those_steps(tmp_path):
+    """--steps 5 with the default --eval-every 200 runs 5 optimizer steps and one evaluation, not 200."""
+    from zoo.config import ConfigError
+    from zoo.jobs.pretrain import PretrainConfig, run
+
+    write_tiny_corpus_and_start(tmp_path)
+    config = PretrainConfig(objective="mlm", start=str(tmp_path / "start"), corpus=(str(tmp_path / "corpus.txt"),),
+                            task_texts=(), batch_size=8, maxlen=48, output=str(tmp_path / "run"), steps=5,
+                            jit_compile=False, progress=False)
+    assert config.eval_every == 5
+    results = run(config)
+    assert [h["epoch"] for h in results["curve"]] == [0, 1]
+    state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
+    arrays = np.load(tmp_path / "run" / "checkpoint" / "state.npz")
+    iterations = [arrays[k] for k in arrays.files if k.startswith("o") and arrays[k].ndim == 0
+                  and np.issubdtype(arrays[k].dtype, np.integer)]  # the optimizer's step counter
+    assert state["progress"]["epoch"] == 1 and [int(i) for i in iterations] == [5]
+    with pytest.raises(ConfigError, match="multiple of --eval-every"):
+        PretrainConfig(steps=30, eval_every=20)

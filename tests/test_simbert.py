@@ -1,6 +1,7 @@
 """UniLM masks, SimBERT (model, loss, batches, save/load), KV-cached decoding, semantic search."""
 
 import json
+import logging
 
 import keras
 import numpy as np
@@ -8,9 +9,10 @@ import pytest
 from keras import ops
 
 import zoo
-from conftest import synthetic_vocab
+from conftest import logs, synthetic_vocab
 from zoo.masks import causal_mask, unilm_mask
-from zoo.models.simbert import SimBERTBatches, simbert_loss, truncate_at_punctuation
+from zoo.jobs.simbert import SimBERTBatches, truncate_at_punctuation
+from zoo.losses import simbert_loss
 from zoo.retrieval import SemanticIndex, exact_topk
 
 
@@ -119,13 +121,13 @@ def test_sampling_filters(simbert):
         dec.greedy("  ")
 
 
-def test_gen_synonyms_and_most_similar(simbert):
+def test_gen_synonyms_and_most_similar(simbert, caplog):
     out = simbert.gen_synonyms("今天天气很好", n=12, k=4, seed=0)
     assert 0 < len(out) <= 4
     scores = [s for _, s in out]
     assert scores == sorted(scores, reverse=True)
     assert all(t != "今天天气很好" for t, _ in out)
-    with pytest.warns(UserWarning, match="truncated"):
+    with logs(caplog, "truncated", logging.WARNING):
         simbert.gen_synonyms("我们在中国" * 10, n=2, k=1, seed=0)
     with pytest.raises(ValueError, match="n and k"):
         simbert.gen_synonyms("好", n=0)
@@ -143,6 +145,28 @@ def test_save_load_simbert(simbert, tmp_path):
     simbert.save(str(tmp_path / "sim.keras"))
     again = keras.saving.load_model(str(tmp_path / "sim.keras"))
     np.testing.assert_allclose(again.encode(["今天天气很好", "我们"]), expected, atol=1e-6)
+    # every loading path gives a SimBERT with its tokenizer: generation and search work
+    for model in (zoo.from_preset(tmp_path / "sim"), zoo.load_model(tmp_path / "sim"),
+                  zoo.load_preset(tmp_path / "sim")[0], zoo.SimBERT.from_preset(tmp_path / "sim.keras")):
+        assert isinstance(model, zoo.SimBERT) and model.tokenizer is not None
+        assert model.gen_synonyms("今天天气很好", n=4, k=2, seed=0) == simbert.gen_synonyms("今天天气很好", n=4, k=2,
+                                                                                              seed=0)
+    index = SemanticIndex(model).add(["今天天气很好", "我们在中国"])
+    assert index.dim == 32 and index.search("今天天气很好", 1)[0][0][0] == "今天天气很好"
+
+
+def test_faiss_index_sizes_itself_and_refuses_too_few_vectors():
+    pytest.importorskip("faiss")
+    from zoo.retrieval import default_factory
+
+    vectors = np.random.default_rng(0).normal(size=(300, 8)).astype("float32")
+    auto = SemanticIndex(dim=8, backend="faiss").add(vectors=vectors)  # factory picked for 300 vectors
+    np.testing.assert_array_equal(auto.search_vectors(vectors[:5], 3)[1], exact_topk(
+        vectors[:5] / np.linalg.norm(vectors[:5], axis=1, keepdims=True),
+        vectors / np.linalg.norm(vectors, axis=1, keepdims=True), 3)[1])
+    assert default_factory(300) == "Flat" and default_factory(1_000_000) == "IVF4096,Flat"
+    with pytest.raises(ValueError, match="needs at least 1024 vectors"):
+        SemanticIndex(dim=8, backend="faiss", factory="IVF1024,Flat").add(vectors=vectors).search_vectors(vectors, 1)
 
 
 def test_exact_topk_chunked_equals_bruteforce():
@@ -176,7 +200,7 @@ def test_semantic_index_exact_faiss_save_load(tmp_path):
 
 
 def test_simbert_job_end_to_end(tmp_path, tok, simbert):
-    from zoo.training import SimBERTConfig, train_simbert
+    from zoo.jobs.simbert import SimBERTConfig, run as train_simbert
     from test_training import write_synthetic_task
 
     data = tmp_path / "data"
@@ -228,7 +252,7 @@ def test_sample_tokens_equals_full_sort_reference():
 
 def test_simbert_job_selects_by_valid_loss(tmp_path, tok, simbert):
     """--select loss: the best epoch is the one with the lowest joint loss on groups of LCQMC valid positives."""
-    from zoo.training import SimBERTConfig, train_simbert
+    from zoo.jobs.simbert import SimBERTConfig, run as train_simbert
     from test_training import write_synthetic_task
 
     data = tmp_path / "data"

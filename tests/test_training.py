@@ -13,7 +13,7 @@ import pytest
 
 import zoo
 from conftest import CJK_CHARS
-from zoo.training import TrainConfig, train_bi_encoder
+from zoo.jobs.bi_encoder import BiEncoderConfig as TrainConfig, run as train_bi_encoder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -82,7 +82,7 @@ def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
     """--warmup: 0 -> peak over the warm-up steps, then linearly to 0 at the last step; default constant lr."""
     from keras import ops
 
-    from zoo.training import WarmupLinear, learning_rate
+    from zoo.train import WarmupLinear, learning_rate
 
     schedule = learning_rate(1.0, 0.1, 100)
     assert isinstance(schedule, WarmupLinear)
@@ -121,7 +121,7 @@ def test_killed_run_resumes_from_checkpoint(tiny_setup, tmp_path):
     assert state.exists(), "no checkpoint was written"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    saved = json.loads(state.read_text())
+    saved = json.loads(state.read_text())["progress"]
     assert (saved["epoch"], saved["step"]) != (3, 0), "the run finished before it could be killed"
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -133,13 +133,16 @@ def test_killed_run_resumes_from_checkpoint(tiny_setup, tmp_path):
 def test_spearman_evaluator_callback_keeps_best(tiny_setup):
     """The Keras callback for users' own fit loops: logs val_spearman, restores the best epoch's weights."""
     from zoo.data import load_task
-    from zoo.evaluation import SpearmanEvaluator, evaluate_encoder
-    from zoo.training import PairBatches, build_trainer
+    from zoo.evaluation import EvaluatorCallback, SpearmanEvaluator, evaluate_encoder
+    from zoo.losses import CoSENTLoss
+    from zoo.models import build_pair_trainer
+    from zoo.train import PairBatches
 
-    encoder = zoo.SentenceEncoder.from_checkpoint(str(tiny_setup / "preset"), maxlen=16)
+    encoder = zoo.SentenceEncoder.from_preset(str(tiny_setup / "preset"), maxlen=16)
     train = load_task("LCQMC", "train", str(tiny_setup / "data"))
     valid = load_task("LCQMC", "valid", str(tiny_setup / "data"))
-    trainer = build_trainer(encoder, "cosent", 2e-3, jit_compile=False)
+    trainer = build_pair_trainer(encoder, "cosent")
+    trainer.compile(optimizer=keras.optimizers.Adam(2e-3), loss=CoSENTLoss(), jit_compile=False)
     batches = PairBatches(encoder.tokenizer, train, 16, 16, length_buckets=False)
     steps = [(x, y) for _, x, y in batches.epoch(0, 0)][:4]
 
@@ -147,8 +150,8 @@ def test_spearman_evaluator_callback_keeps_best(tiny_setup):
         while True:
             yield from steps
 
-    callback = SpearmanEvaluator(encoder, valid, verbose=False)
-    history = trainer.fit(forever(), steps_per_epoch=4, epochs=3, verbose=0, callbacks=[callback])
+    callback = EvaluatorCallback(SpearmanEvaluator(valid), encoder, verbose=False)
+    history = trainer.fit(forever(), steps_per_epoch=4, epochs=3, verbose=0, shuffle=False, callbacks=[callback])
     assert history.history["val_spearman"] == callback.history
     assert callback.best == max(callback.history)
     assert evaluate_encoder(encoder, valid)[0]["spearman"] == pytest.approx(callback.best, abs=1e-3)
@@ -170,7 +173,7 @@ def test_training_job_runs_on_jax(tiny_setup, tmp_path):
 def test_multi_task_training_selects_by_mean_valid_and_reports_each_task(tiny_setup, tmp_path):
     """Several tasks -> one model on the union of their train splits; each batch from one task (or mixed, with
     graded labels scaled); selection by the mean valid Spearman; per-task test results and transfer tasks."""
-    from zoo.training import MultiTaskBatches, PairBatches
+    from zoo.train import MultiTaskBatches, PairBatches
 
     data = tmp_path / "data"
     write_synthetic_task(str(data / "LCQMC"), seed=0)
@@ -200,3 +203,58 @@ def test_multi_task_training_selects_by_mean_valid_and_reports_each_task(tiny_se
             np.mean([results["tasks"][t]["valid_spearman"] for t in ("LCQMC", "BQ")]), abs=1e-6)
         assert "test_accuracy" in results["tasks"]["LCQMC"] and "test_accuracy" not in results["tasks"]["BQ"]
         assert "| BQ |" in (tmp_path / batching / "results.md").read_text()
+
+
+def test_the_start_is_a_candidate_for_the_best_model(tiny_setup, tmp_path):
+    """Training on inverted labels makes valid worse: the saved best model is the starting checkpoint (epoch 0)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "valid", "test"):
+        lines = (tiny_setup / "data" / f"LCQMC.{split}.data").read_text(encoding="utf-8").splitlines()
+        if split == "train":
+            lines = [f"{a}\t{b}\t{1 - int(y)}" for a, b, y in (line.split("\t") for line in lines)]
+        (data / f"LCQMC.{split}.data").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    results = train_bi_encoder(config(tiny_setup, tmp_path / "run", data_dir=str(data), epochs=1))
+    start, trained = [e["valid_spearman"] for e in results["epochs"]]
+    assert trained < start - 5 and results["best_epoch"] == 0
+    start_model = zoo.SentenceEncoder.from_preset(str(tiny_setup / "preset"), maxlen=16)
+    best = zoo.SentenceEncoder.from_preset(tmp_path / "run" / "model")
+    np.testing.assert_allclose(best.encode(["的一是", "不了人"]), start_model.encode(["的一是", "不了人"]), atol=1e-6)
+    assert results["valid_spearman"] == pytest.approx(start, abs=1e-4)
+
+
+def test_limit_eval_and_one_valid_pass_per_evaluation(tiny_setup, tmp_path, monkeypatch):
+    """--limit-eval cuts valid and test; the final evaluation reuses the best epoch's valid scores, so valid is
+    encoded once per evaluation (before training and after each epoch), not again at the end."""
+    calls = []
+    original = zoo.SentenceEncoder.similarity_pairwise
+
+    def counting(self, a, b, batch_size=64):
+        calls.append(len(a))
+        return original(self, a, b, batch_size)
+
+    monkeypatch.setattr(zoo.SentenceEncoder, "similarity_pairwise", counting)
+    results = train_bi_encoder(config(tiny_setup, tmp_path / "run", epochs=1, limit_eval=50))
+    assert results["data_files"]["valid"]["pairs"] == 50 == results["data_files"]["test"]["pairs"]
+    assert calls == [50, 50, 50]  # valid before training, valid after epoch 1, test
+
+
+@pytest.mark.parametrize("recipe", ["lcqmc_cosent.py", "train_bi_encoder.py"])
+def test_recipe_is_the_job_written_out(tiny_setup, tmp_path, recipe):
+    """tasks/*.py spell out what `zoo train bi-encoder` runs: same flags, same seed -> the same curve and scores."""
+    flags = ["--checkpoint", str(tiny_setup / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "1",
+             "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--eval-batch-size", "64", "--no-progress",
+             "--no-jit-compile"]
+    if recipe == "train_bi_encoder.py":
+        flags += ["--task", "LCQMC", "--loss", "cosent"]
+    done = subprocess.run([sys.executable, os.path.join(REPO, "tasks", recipe), *flags, "--output",
+                           str(tmp_path / "recipe")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from zoo.cli import main
+
+    main(["train", "bi-encoder", "--task", "LCQMC", *flags, "--output", str(tmp_path / "job")])
+    by_recipe, by_job = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("recipe", "job"))
+    for key in ("valid_spearman", "test_spearman", "test_accuracy", "threshold"):
+        assert by_recipe[key] == pytest.approx(by_job[key], abs=1e-4), key
+    assert [e["valid_spearman"] for e in by_recipe["epochs"]] == pytest.approx(
+        [e["valid_spearman"] for e in by_job["epochs"]], abs=1e-4)

@@ -1,4 +1,4 @@
-"""``python -m zoo export|serve ...``: the same as the ``zoo`` command."""
+"""``python -m zoo COMMAND ...``: the same as the ``zoo`` command."""
 
 from .cli import main
 

@@ -13,6 +13,15 @@ from keras import ops
 from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
 from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
+from .checkpoints import assign_weights, checkpoint_source
+
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+def backbone_inputs():
+    """Fresh ``keras.Input`` s for the three id arrays a backbone (and every zoo task model) takes."""
+    return {name: keras.Input((None,), dtype="int32", name=name) for name in INPUT_NAMES}
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 def gelu_tanh(x):
@@ -180,6 +189,30 @@ class BertBackbone(keras.Model):
         self.output_hidden_states = output_hidden_states
         self.token_embedding = token_embedding
 
+    @classmethod
+    def from_preset(cls, path, with_mlm=False, pooler_activation=None, keep_tokens=None,
+                    output_hidden_states=False, dropout=None, dtype=None):
+        """A backbone with the weights of ``path``: a Google TF1 folder (or its ``bert_model.ckpt`` prefix), a
+        transformers folder (``model.safetensors`` or ``pytorch_model.bin``; BertModel / BertForPreTraining /
+        BertForMaskedLM names), a zoo preset folder or name, a run folder, or a zoo ``.keras`` file.
+
+        ``pooler_activation``: "tanh" (Google BERT) or "linear" (SimBERT); default tanh, or what a preset was
+        saved with. ``keep_tokens`` slices the token embeddings and MLM bias (see
+        ``Tokenizer.from_preset(..., simplified=True)``). The result's ``load_report`` says what was loaded,
+        missing (left random) and unused (e.g. the NSP head); a wrong shape or a missing encoder variable raises
+        ``zoo.CheckpointError`` naming the file and the variable.
+        """
+        kwargs, source = checkpoint_source(path)
+        if keep_tokens is not None:
+            kwargs["vocabulary_size"] = len(keep_tokens)
+        if pooler_activation is not None:
+            kwargs["pooler_activation"] = pooler_activation
+        if dropout is not None:
+            kwargs["dropout"] = dropout
+        backbone = cls(**kwargs, with_mlm=with_mlm, output_hidden_states=output_hidden_states, dtype=dtype)
+        backbone.load_report = assign_weights(backbone, source, keep_tokens)
+        return backbone
+
     def call(self, inputs, training=None, mask=None, first_token_only=False):
         if not first_token_only:
             return super().call(inputs, training=training, mask=mask)
@@ -250,3 +283,8 @@ class BertBackbone(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
+
+
+def load_backbone(path, **kwargs):
+    """Alias of ``BertBackbone.from_preset`` (kept for one release)."""
+    return BertBackbone.from_preset(path, **kwargs)

@@ -1,8 +1,9 @@
-"""Checkpoint loading and saving: Google TF1 folders, transformers folders, zoo presets.
+"""Checkpoints of other frameworks: Google TF1 folders, transformers folders (and a zoo preset's backbone).
 
 Every format is read as a mapping from **Google variable names** (``bert/encoder/layer_0/attention/self/
-query/kernel``, kernels [in, out]) to numpy arrays; ``VARIABLE_MAP`` is the whole truth about how those
+query/kernel``, kernels [in, out]) to numpy arrays; ``variable_map`` is the whole truth about how those
 names land on ``zoo.BertBackbone`` weights. transformers names are translated to Google names first.
+``BertBackbone.from_preset`` builds a backbone and fills it with ``assign_weights``.
 """
 
 from __future__ import annotations
@@ -10,24 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import warnings
 import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
-GOOGLE_CONFIG = "bert_config.json"
-HF_CONFIG = "config.json"
-PRESET_CONFIG = "zoo_config.json"
-PRESET_WEIGHTS = "model.weights.h5"
+from .errors import CheckpointError
+from .logs import log
+from .paths import GOOGLE_CONFIG, HF_CONFIG, PRESET_CONFIG, PRESET_WEIGHTS, resolve
+from .presets import load_saved
 
 OPTIONAL_PREFIXES = ("bert/pooler/", "cls/predictions/")
 OPTIMIZER_PATTERN = re.compile(r"(adam_[mv]|/Adam(_\d+)?$|global_step|good_steps|bad_steps|loss_scale|"
                                r"_slot_|/Momentum$|/accumulator)")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the file and the variable."""
 
 
 # ----------------------------------------------------------------------------------------- the mapping
@@ -282,8 +278,6 @@ class Layout:
 
 def detect_layout(path):
     """Find what a path holds: a Google TF1 folder / ckpt prefix, a transformers folder, or a zoo preset."""
-    from .presets import resolve
-
     path = resolve(path)
     if os.path.isfile(path + ".index"):  # a bert4keras-style checkpoint prefix ".../bert_model.ckpt"
         folder = os.path.dirname(path) or "."
@@ -327,7 +321,11 @@ class LoadReport:
     unused: list = field(default_factory=list)
     optimizer_state: int = 0
 
+    def __str__(self):
+        return self.summary()
+
     def summary(self):
+        """One line: how many variables were loaded, and which heads were missing or left unused."""
         lines = [f"loaded {len(self.loaded)} variables from {self.source}"]
         if self.missing:
             lines.append(f"not in the checkpoint, left randomly initialised: {_group(self.missing)}")
@@ -386,8 +384,10 @@ def assign_weights(backbone, source, keep_tokens=None):
             report.optimizer_state += 1
         else:
             report.unused.append(name)
-    if report.missing or report.unused:
-        warnings.warn(report.summary(), stacklevel=3)
+    if report.missing:  # weights that stay random: worth a warning
+        log.warning("%s", report.summary())
+    else:
+        log.info("%s", report.summary())
     return report
 
 
@@ -420,44 +420,31 @@ def save_google_checkpoint(backbone, folder, tokenizer=None):
         tokenizer.save(folder)
 
 
-def load_backbone(path, with_mlm=False, pooler_activation=None, keep_tokens=None,
-                  output_hidden_states=False, dropout=None, dtype=None):
-    """A ``zoo.BertBackbone`` with the weights of a checkpoint.
-
-    ``path``: a Google TF1 folder (or its ``bert_model.ckpt`` prefix), a transformers folder
-    (``model.safetensors`` or ``pytorch_model.bin``; BertModel / BertForPreTraining / BertForMaskedLM
-    names), a zoo preset folder or name, or a zoo ``.keras`` file. ``pooler_activation``: "tanh" (Google
-    BERT) or "linear" (SimBERT); default tanh, or what a preset was saved with. ``keep_tokens`` slices
-    the token embeddings and MLM bias (see ``zoo.load_tokenizer(..., simplified=True)``).
-    The returned model has ``load_report`` (what was loaded, missing, unused).
-    """
-    from .backbone import BertBackbone
-    from .presets import load_model, find_backbone
-
-    if str(path).endswith(".keras"):
-        stored = find_backbone(load_model(path))
-        kwargs, source = _stored_kwargs(stored), ArraySource(backbone_arrays(stored), str(path))
-    else:
-        layout = detect_layout(path)
-        if layout.kind == "preset":
-            stored = find_backbone(load_model(layout.folder))
-            kwargs, source = _stored_kwargs(stored), ArraySource(backbone_arrays(stored), layout.weights)
-        else:
-            kwargs = read_bert_config(layout.config)
-            source = GoogleCheckpoint(layout.weights) if layout.kind == "google" else HFCheckpoint(layout.folder)
-    if keep_tokens is not None:
-        kwargs["vocabulary_size"] = len(keep_tokens)
-    if pooler_activation is not None:
-        kwargs["pooler_activation"] = pooler_activation
-    if dropout is not None:
-        kwargs["dropout"] = dropout
-    backbone = BertBackbone(**kwargs, with_mlm=with_mlm, output_hidden_states=output_hidden_states, dtype=dtype)
-    backbone.load_report = assign_weights(backbone, source, keep_tokens)
+def find_backbone(model):
+    """The BertBackbone inside a zoo model (``model.backbone``), or the model itself when it is one."""
+    backbone = getattr(model, "backbone", model)
+    if type(backbone).__name__ != "BertBackbone":
+        raise CheckpointError(f"{type(model).__name__} holds no zoo BertBackbone")
     return backbone
 
 
-def _stored_kwargs(stored):
-    config = stored.get_config()
+def stored_backbone_config(backbone):
+    """The constructor arguments of a stored backbone, without the ones a new load decides."""
+    config = backbone.get_config()
     for key in ("name", "trainable", "dtype", "with_mlm", "output_hidden_states"):
         config.pop(key, None)
     return config
+
+
+def checkpoint_source(path):
+    """(backbone constructor arguments, Google-named source) for anything zoo loads a backbone from: a Google TF1
+    folder or ckpt prefix, a transformers folder, a zoo preset folder or name, a run folder, a ``.keras`` file."""
+    if str(path).endswith(".keras"):
+        stored = find_backbone(load_saved(path))
+        return stored_backbone_config(stored), ArraySource(backbone_arrays(stored), str(path))
+    layout = detect_layout(path)
+    if layout.kind == "preset":
+        stored = find_backbone(load_saved(layout.folder))
+        return stored_backbone_config(stored), ArraySource(backbone_arrays(stored), layout.weights)
+    kwargs = read_bert_config(layout.config)
+    return kwargs, GoogleCheckpoint(layout.weights) if layout.kind == "google" else HFCheckpoint(layout.folder)

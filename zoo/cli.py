@@ -1,107 +1,79 @@
-"""The ``zoo`` command (also ``python -m zoo``): ``zoo export`` and ``zoo serve``.
+"""The ``zoo`` command (also ``python -m zoo``): one parser, whose subcommands' flags come from the jobs' config
+dataclasses (``zoo.config``).
 
-Each command is a sub-parser with a ``run(args)`` function; add one with ``add_command`` in ``build_parser``.
+    zoo train {bi-encoder,cross-encoder,dvbert,simbert} ...     zoo pretrain ...     zoo mirror-bert ...
+    zoo compare ...     zoo evaluate ...     zoo encode ...     zoo export ...     zoo serve ...
+
+A command's result (a table, a path, the serving address) goes to stdout; progress and messages to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import signal
+import importlib
 import sys
-import threading
 
+from .config import add_flags, make_config
+from .errors import ZooError
+from .logs import log, setup_cli
 
-def add_export(commands):
-    p = commands.add_parser(
-        "export", help="export a model for serving (SavedModel with the tokenizer inside, or ONNX)",
-        description="Write MODEL as <OUT>/<NAME>/<VERSION>/ (TF Serving's layout): a SavedModel that takes "
-                    "raw strings, or with --format onnx a model.onnx that takes token ids (plus vocab.txt).")
-    p.add_argument("--model", required=True, help="a checkpoint folder (Google, transformers), a zoo preset "
-                   "(folder or name) or a .keras file of a SentenceEncoder, SimBERT or CrossEncoder")
-    p.add_argument("--out", required=True, help="base folder; the export goes to OUT/NAME/VERSION")
-    p.add_argument("--format", choices=("saved_model", "onnx"), default="saved_model")
-    p.add_argument("--name", default="default", help="model name (default: %(default)s)")
-    p.add_argument("--version", type=int, help="version number (default: the next free one)")
-    p.add_argument("--signature", choices=("text", "ids"), default="text",
-                   help="text: strings in, tokenizer in the graph (signatures text, ids, tokenize); ids: token "
-                        "ids in, no tf-text ops (default: %(default)s)")
-    p.add_argument("--pooling", default="cls", help="pooling when MODEL is a checkpoint (default: %(default)s)")
-    p.add_argument("--maxlen", type=int, help="tokens per text (default: the model's maxlen)")
-    p.set_defaults(run=run_export)
-
-
-def run_export(args):
-    from . import export
-
-    model = export.load_exportable(args.model, pooling=args.pooling, maxlen=args.maxlen)
-    path = export.version_path(args.out, args.name, args.version)
-    if os.path.exists(path):
-        raise FileExistsError(f"{path} exists; choose another --version")
-    if args.format == "onnx":
-        export.export_onnx(model, os.path.join(path, "model.onnx"))
-        model.tokenizer.save(path)
-    else:
-        export.export_saved_model(model, path, signature=args.signature)
-    print(f"exported {type(model).__name__} (maxlen {model.maxlen}) to {path}")
-    return 0
-
-
-def add_serve(commands):
-    p = commands.add_parser(
-        "serve", help="serve an exported SavedModel (TF Serving REST and gRPC APIs)",
-        description="Serve MODEL (a SavedModel folder, or NAME folder with numeric versions: the highest is "
-                    "served) at http://HOST:PORT/v1/models/NAME[:predict], and with --grpc-port over gRPC.")
-    p.add_argument("--model", required=True, help="the exported folder (OUT/NAME or OUT/NAME/VERSION)")
-    p.add_argument("--port", type=int, default=8501, help="REST port (default: %(default)s)")
-    p.add_argument("--grpc-port", type=int, help="gRPC port (default: no gRPC; TF Serving uses 8500)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    p.add_argument("--name", default="default", help="model name in the URLs (default: %(default)s)")
-    p.add_argument("--max-batch-size", type=int, default=64, help="rows merged into one model call")
-    p.add_argument("--batch-timeout-ms", type=float, default=2.0, help="how long a batch waits for more requests")
-    p.add_argument("--max-request-batch", type=int, default=256, help="instances allowed in one request")
-    p.add_argument("--max-chars", type=int, default=4096, help="characters allowed in one text")
-    p.add_argument("--verbose", action="store_true", help="log every request")
-    p.set_defaults(run=run_serve)
-
-
-def run_serve(args):
-    from .serving import ModelServer
-
-    server = ModelServer(args.model, name=args.name, host=args.host, port=args.port, grpc_port=args.grpc_port,
-                         max_batch_size=args.max_batch_size, batch_timeout_ms=args.batch_timeout_ms,
-                         max_request_batch=args.max_request_batch, max_chars=args.max_chars,
-                         verbose=args.verbose).start()
-    grpc = f", gRPC {args.host}:{server.grpc_port}" if server.grpc_port else ""
-    print(f"serving {server.name} version {server.version} ({server.path}): REST {server.url}{grpc}", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    server.stop()
-    return 0
+# (command words, module with the config class and run(config), config class name, one-line help)
+COMMANDS = [
+    (("train", "bi-encoder"), "zoo.jobs.bi_encoder", "BiEncoderConfig",
+     "a SentenceEncoder on sentence pairs (CoSENT, Sentence-BERT, cosine MSE)"),
+    (("train", "cross-encoder"), "zoo.jobs.cross_encoder", "CrossEncoderConfig",
+     "a cross-encoder (interaction-based matcher)"),
+    (("train", "dvbert"), "zoo.jobs.dvbert", "DvBERTConfig", "distil cross-encoder teachers into a bi-encoder"),
+    (("train", "simbert"), "zoo.jobs.simbert", "SimBERTConfig", "SimBERT: retrieval + generation in one model"),
+    (("pretrain",), "zoo.jobs.pretrain", "PretrainConfig", "MLM / TaCL / TACO pretraining of a backbone"),
+    (("mirror-bert",), "zoo.jobs.mirror_bert", "MirrorBertConfig", "Mirror-BERT / SimCSE, no labels"),
+    (("compare",), "zoo.jobs.compare", "CompareConfig",
+     "representation vs interaction: accuracy at the valid-fitted threshold"),
+    (("evaluate",), "zoo.jobs.evaluate", "EvaluateConfig", "any saved model on any task's valid and test splits"),
+    (("encode",), "zoo.jobs.encode", "EncodeConfig", "a text file -> an .npy file of embeddings"),
+    (("export",), "zoo.export", "ExportConfig", "a SavedModel (tokenizer inside) or ONNX for serving"),
+    (("serve",), "zoo.serving", "ServeConfig", "serve an export with TF Serving's REST and gRPC APIs"),
+]
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="zoo", description="zoo: Keras 3 models for Chinese sentence similarity")
+    parser = argparse.ArgumentParser(prog="zoo", description="zoo: Keras 3 models for Chinese sentence similarity. "
+                                     "Each command's --help lists its flags.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add_command in (add_export, add_serve):
-        add_command(commands)
+    groups = {}
+    for words, module, config_name, help_text in COMMANDS:
+        container = commands
+        if len(words) == 2:
+            if words[0] not in groups:
+                group = commands.add_parser(words[0], help="train a model: " + ", ".join(
+                    w[1] for w, *_ in COMMANDS if w[0] == words[0]), description="Train a model.")
+                groups[words[0]] = group.add_subparsers(dest="job", required=True, metavar="JOB")
+            container = groups[words[0]]
+        config_class = getattr(importlib.import_module(module), config_name)
+        doc = (config_class.__doc__ or help_text).strip()
+        sub = container.add_parser(words[-1], help=help_text, description=doc)
+        add_flags(sub, config_class)
+        sub.set_defaults(module=module, config_class=config_class, parser=sub, words=" ".join(words))
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-    logger = logging.getLogger("zoo")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    setup_cli()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = make_config(args.config_class, args, args.parser)
     try:
-        return args.run(args)
-    except (FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as e:
-        print(f"zoo {args.command}: error: {e}", file=sys.stderr)
+        result = importlib.import_module(args.module).run(config)
+    except (ZooError, FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as e:
+        print(f"zoo {args.words}: error: {e}", file=sys.stderr)
         return 2
+    if args.words == "evaluate":
+        from .jobs.evaluate import markdown
+
+        print(markdown(result))
+    elif args.words == "export":
+        print(f"exported to {result}")
+    elif args.words == "encode":
+        print(f"wrote {result['output']} {tuple(result['shape'])}")
+    log.debug("done: zoo %s", args.words)
+    return 0 if not isinstance(result, int) else result

@@ -10,19 +10,18 @@ is unquoted only when it starts and ends with ``"`` and every inner ``"`` is dou
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import DataError
+from .logs import log
+from .paths import DATA_DIR, sha256_of
+
 TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
 SPLITS = ("train", "valid", "test")
 HEADER_FIRST_FIELDS = {"text_a", "sentence1", "s1", "text1", "query1"}
-
-
-class DataError(ValueError):
-    """A bad data file; the message names the file and line."""
 
 
 @dataclass
@@ -142,21 +141,37 @@ def task_file(task, split, data_dir):
 
 def default_data_dir():
     """zoo's embedded data/ folder (LCQMC only), or ``$ZOO_DATA_DIR``."""
-    from .presets import DATA_DIR
-
     return DATA_DIR
 
 
+def resolve_data_dir(task, data_dir=None):
+    """``data_dir`` if given, else zoo's embedded data/ (LCQMC), else ../shared/data next to the repository."""
+    if data_dir:
+        return data_dir
+    candidates = [DATA_DIR, os.path.join(os.path.dirname(DATA_DIR), "..", "shared", "data")]
+    for candidate in candidates:
+        try:
+            task_file(task, "valid", candidate)
+            return candidate
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(f"no {task} data in {candidates}; pass --data-dir")
+
+
 def load_task(task, split, data_dir=None, skip_bad_lines=False):
-    return read_pairs(task_file(task, split, data_dir or default_data_dir()), skip_bad_lines=skip_bad_lines)
+    return read_pairs(task_file(task, split, data_dir or DATA_DIR), skip_bad_lines=skip_bad_lines)
 
 
-def sha256_of(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def load_splits(task, data_dir=None, limit_train=None, splits=SPLITS):
+    """{split: PairDataset} of a task (train cut to its first ``limit_train`` pairs), logging a summary of each;
+    ``data_dir`` as in ``resolve_data_dir``."""
+    data_dir = resolve_data_dir(task, data_dir)
+    data = {split: load_task(task, split, data_dir) for split in splits}
+    if "train" in data:
+        data["train"] = data["train"].head(limit_train)
+    for split, d in data.items():
+        log.info("%s %s: %s", task, split, d.summary())
+    return data
 
 
 def read_synonym_groups(path):

@@ -1,8 +1,19 @@
-"""Evaluation: Spearman / Pearson of similarity scores over a whole split; the best-on-valid callback."""
+"""Evaluation: metrics, thresholds, and evaluators.
+
+Units: the metric functions (``spearman``, ``accuracy``, ``best_threshold``, ``threshold_accuracy``, ...) return
+fractions, as scipy and scikit-learn do; evaluators report x100, the scale of the papers and of every results file.
+
+An **evaluator** (sentence-transformers' shape) is called on a model and returns a dict of metrics; its
+``primary_metric`` (with ``greater_is_better``) selects the best model. zoo's training engine uses them, and
+``EvaluatorCallback`` runs one inside your own ``model.fit``.
+"""
 
 from __future__ import annotations
 
+import keras
 import numpy as np
+
+from .logs import log
 
 
 def _check_scores(scores, labels):
@@ -32,52 +43,126 @@ def pearson(scores, labels):
     return float(pearsonr(labels, scores).statistic)
 
 
-def evaluate_encoder(encoder, dataset, batch_size=64, show_progress_bar=None):
-    """Cosine scores of a SentenceEncoder on a PairDataset -> {spearman, pearson, n} (x100 like the papers)."""
-    scores = encoder.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size)
-    return {"spearman": 100 * spearman(scores, dataset.labels), "pearson": 100 * pearson(scores, dataset.labels),
-            "n": len(dataset)}, scores
+# ---------------------------------------------------------------------------------- evaluators
+class Evaluator:
+    """Called on a model -> {metric: value} (x100); ``primary_metric`` picks the best model."""
+
+    name = "valid"
+    primary_metric = "spearman"
+    greater_is_better = True
+
+    def __call__(self, model):
+        raise NotImplementedError
+
+    def better(self, value, best):
+        """Whether ``value`` beats ``best`` (None: nothing to beat)."""
+        return best is None or (value > best if self.greater_is_better else value < best)
 
 
-def _keras_callback_base():
-    import keras
+class SpearmanEvaluator(Evaluator):
+    """Cosine similarity of each pair (``model.similarity_pairwise``: a SentenceEncoder or SimBERT) against the
+    gold labels of a PairDataset -> {"spearman", "pearson"} x100."""
 
-    return keras.callbacks.Callback
+    def __init__(self, dataset, batch_size=128, name="valid"):
+        self.dataset, self.batch_size, self.name = dataset, batch_size, name
+
+    def __call__(self, model):
+        scores = model.similarity_pairwise(self.dataset.texts_a, self.dataset.texts_b, batch_size=self.batch_size)
+        self.scores = scores  # kept for thresholds and plots
+        return {"spearman": 100 * spearman(scores, self.dataset.labels),
+                "pearson": 100 * pearson(scores, self.dataset.labels)}
 
 
-class SpearmanEvaluator(_keras_callback_base()):
-    """Keras callback for ``fit``: valid Spearman after each epoch (``logs["val_spearman"]``), best weights kept.
+class AccuracyEvaluator(Evaluator):
+    """Pair scores (``model.predict(pairs)``: a CrossEncoder) -> accuracy at the threshold fitted on these same
+    pairs (exact sweep), x100, and the threshold."""
 
-    >>> model.fit(..., callbacks=[zoo.evaluation.SpearmanEvaluator(encoder, valid, save_to="runs/best")])
+    primary_metric = "accuracy"
 
-    ``encoder`` is the SentenceEncoder being trained (possibly inside ``model``). The best epoch's weights are
-    restored into ``encoder`` when training ends (``restore_best=True``) and, with ``save_to``, saved as a
-    preset (atomically) whenever valid improves.
+    def __init__(self, dataset, batch_size=128, name="valid"):
+        self.dataset, self.batch_size, self.name = dataset, batch_size, name
+
+    def __call__(self, model):
+        scores = model.predict(list(zip(self.dataset.texts_a, self.dataset.texts_b)), batch_size=self.batch_size)
+        self.scores = scores
+        threshold, acc = best_threshold(scores, self.dataset.labels)
+        return {"accuracy": 100 * acc, "threshold": threshold}
+
+
+class MeanEvaluator(Evaluator):
+    """Several evaluators (e.g. one per task) -> each one's metrics prefixed with its name, and the mean of their
+    primary metrics as the primary metric."""
+
+    def __init__(self, evaluators, name="valid"):
+        self.evaluators, self.name = dict(evaluators), name
+        first = next(iter(self.evaluators.values()))
+        self.primary_metric, self.greater_is_better = first.primary_metric, first.greater_is_better
+
+    def __call__(self, model):
+        out, primaries, self.scores = {}, [], {}
+        for name, evaluator in self.evaluators.items():
+            metrics = evaluator(model)
+            out.update({f"{name}_{k}": v for k, v in metrics.items()})
+            primaries.append(metrics[evaluator.primary_metric])
+            self.scores[name] = getattr(evaluator, "scores", None)
+        out[self.primary_metric] = float(np.mean(primaries))
+        return out
+
+
+class LossEvaluator(Evaluator):
+    """The mean output of a loss model (whose output is its loss, e.g. ``SimBERT.loss_model()``) on fixed held-out
+    batches of a batch source -> {"loss"} (lower is better)."""
+
+    primary_metric = "loss"
+    greater_is_better = False
+
+    def __init__(self, loss_model, batches, seed=12345, name="valid"):
+        self.loss_model, self.batches, self.seed, self.name = loss_model, batches, seed, name
+
+    def __call__(self, model=None):
+        losses = [float(np.asarray(self.loss_model.predict_on_batch(x)).reshape(-1)[0])
+                  for _, x, _ in self.batches.epoch(self.seed, 0)]
+        return {"loss": float(np.mean(losses))}
+
+
+def evaluate_encoder(encoder, dataset, batch_size=64):
+    """Cosine scores of a SentenceEncoder on a PairDataset -> ({spearman, pearson, n} x100, scores)."""
+    evaluator = SpearmanEvaluator(dataset, batch_size)
+    return {**evaluator(encoder), "n": len(dataset)}, evaluator.scores
+
+
+class EvaluatorCallback(keras.callbacks.Callback):
+    """An evaluator inside ``fit``: after each epoch ``logs["val_<primary metric>"]``, the best epoch remembered
+    (``history``, ``best``, ``best_epoch``), saved with ``save_to`` (a preset, atomically) and its weights put
+    back into ``model`` when training ends (``restore_best``).
+
+    >>> encoder.fit(..., callbacks=[zoo.evaluation.EvaluatorCallback(SpearmanEvaluator(valid), encoder)])
     """
 
-    def __init__(self, encoder, dataset, batch_size=128, save_to=None, restore_best=True, verbose=True):
+    def __init__(self, evaluator, model, save_to=None, restore_best=True, verbose=True):
         super().__init__()
-        self.encoder, self.dataset, self.batch_size = encoder, dataset, batch_size
+        self.evaluator, self.target = evaluator, model
         self.save_to, self.restore_best, self.verbose = save_to, restore_best, verbose
-        self.best, self.best_epoch, self.best_weights, self.history = -np.inf, None, None, []
+        self.best, self.best_epoch, self.best_weights, self.history = None, None, None, []
 
     def on_epoch_end(self, epoch, logs=None):
-        result, _ = evaluate_encoder(self.encoder, self.dataset, self.batch_size)
-        self.history.append(result["spearman"])
+        metrics = self.evaluator(self.target)
+        value = metrics[self.evaluator.primary_metric]
+        self.history.append(value)
         if logs is not None:
-            logs["val_spearman"] = result["spearman"]
-        if result["spearman"] > self.best:
-            self.best, self.best_epoch = result["spearman"], epoch + 1
-            self.best_weights = self.encoder.get_weights()
+            logs[f"val_{self.evaluator.primary_metric}"] = value
+        if self.evaluator.better(value, self.best):
+            self.best, self.best_epoch = value, epoch + 1
+            self.best_weights = self.target.get_weights()
             if self.save_to:
-                self.encoder.save(self.save_to)
+                self.target.save(self.save_to)
         if self.verbose:
-            print(f"epoch {epoch + 1}: valid Spearman {result['spearman']:.2f} (best {self.best:.2f}, "
-                  f"epoch {self.best_epoch})")
+            log.info("epoch %d: %s %s %.2f (best %.2f, epoch %d)", epoch + 1, self.evaluator.name,
+                     self.evaluator.primary_metric, value, self.best, self.best_epoch)
 
     def on_train_end(self, logs=None):
         if self.restore_best and self.best_weights is not None:
-            self.encoder.set_weights(self.best_weights)
+            self.target.set_weights(self.best_weights)
 
 
 # ---------------------------------------------------------------------------------- thresholds and accuracy
@@ -160,12 +245,17 @@ def best_f1_threshold(scores, labels):
 
 def threshold_accuracy(valid_scores, valid_labels, test_scores, test_labels):
     """Fit the threshold on valid (exact sweep), apply it to test -> {threshold, valid_accuracy, test_accuracy,
-    test_accuracy_ci95} (accuracies x100, bootstrap 95% interval)."""
+    test_accuracy_ci95} (fractions; bootstrap 95% interval)."""
     threshold, valid_acc = best_threshold(valid_scores, valid_labels)
     low, high = bootstrap_accuracy_ci(test_scores, test_labels, threshold)
-    return {"threshold": threshold, "valid_accuracy": 100 * valid_acc,
-            "test_accuracy": 100 * accuracy(test_scores, test_labels, threshold),
-            "test_accuracy_ci95": [100 * low, 100 * high]}
+    return {"threshold": threshold, "valid_accuracy": valid_acc,
+            "test_accuracy": accuracy(test_scores, test_labels, threshold), "test_accuracy_ci95": [low, high]}
+
+
+def percent(metrics, keys=("valid_accuracy", "test_accuracy", "test_accuracy_ci95")):
+    """The ``keys`` of a metrics dict x100 (fractions -> the scale of results files)."""
+    scale = lambda v: [100 * x for x in v] if isinstance(v, (list, tuple)) else 100 * v  # noqa: E731
+    return {k: scale(v) if k in keys else v for k, v in metrics.items()}
 
 
 def bootstrap_accuracy_ci(scores, labels, threshold, n_boot=1000, seed=0, alpha=0.05):

@@ -22,10 +22,10 @@ Other model kinds are added with ``register_spec`` (see ``ServingSpec``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +33,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from .config import option
+from .errors import ConfigError
+from .logs import log
+from .losses import l2_normalize
+from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
+from .paths import atomic_dir
 from .tokenizer import SPECIAL_TOKENS
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -214,11 +220,6 @@ def serving_spec(model):
                     f"{sorted(c.__name__ for c in _SPECS)} (add one with zoo.export.register_spec)")
 
 
-def l2_normalize(x):
-    """x / max(||x||, 1e-12), as ``SentenceEncoder.encode``."""
-    return x / tf.maximum(tf.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
 def _cross_encoder_spec(model):
     """P(similar) for a softmax head, the raw score for a CoSENT (Dense(1)) head."""
     if model.head == "softmax":
@@ -226,18 +227,10 @@ def _cross_encoder_spec(model):
     return ServingSpec(("text_a", "text_b"), "score", lambda y: y[:, 0])
 
 
-def _register_builtin():
-    from .models.bi_encoder import SentenceEncoder
-    from .models.cross_encoder import CrossEncoder
-    from .models.simbert import SimBERT
-
-    register_spec(SentenceEncoder, ServingSpec(("text",), "embedding", l2_normalize))
-    register_spec(CrossEncoder, _cross_encoder_spec)
-    # SimBERT's retrieval head: one sentence (segments 0: the UniLM mask is then bidirectional) -> pooler
-    register_spec(SimBERT, ServingSpec(("text",), "embedding", lambda out: l2_normalize(out["pooled_output"])))
-
-
-_register_builtin()
+register_spec(SentenceEncoder, ServingSpec(("text",), "embedding", l2_normalize))
+register_spec(CrossEncoder, _cross_encoder_spec)
+# SimBERT's retrieval head: one sentence (segments 0: the UniLM mask is then bidirectional) -> pooler
+register_spec(SimBERT, ServingSpec(("text",), "embedding", lambda out: l2_normalize(out["pooled_output"])))
 
 
 # ----------------------------------------------------------------------------------- export
@@ -282,13 +275,10 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
         from_text = archive.add_endpoint("text", lambda *texts: predict(tokenizer(*texts)), text_specs)
         archive.add_endpoint("tokenize", lambda *texts: tokenizer(*texts), text_specs)
         archive.add_endpoint("serving_default", from_text)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    archive.write_out(tmp, verbose=verbose)
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    os.rename(tmp, path)
+    with atomic_dir(path) as tmp:
+        os.rmdir(tmp)  # write_out makes the folder itself
+        archive.write_out(tmp, verbose=verbose)
     return path
 
 
@@ -303,38 +293,10 @@ def version_path(base, name="default", version=None):
     return os.path.join(folder, str(int(version)))
 
 
-def load_exportable(path, pooling="cls", maxlen=None):
-    """A model to export from anything zoo loads: a preset or ``.keras`` file of an exportable model (e.g. a
-    SentenceEncoder), or a checkpoint / backbone preset (Google, transformers, zoo), which becomes a
-    ``SentenceEncoder`` with ``pooling``. ``maxlen`` (if given) replaces the model's."""
-    import json
-
-    from .checkpoints import PRESET_CONFIG
-    from .models.bi_encoder import SentenceEncoder
-    from .presets import load_model, resolve
-    from .tokenizer import load_tokenizer
-
-    path = os.fspath(path)
-    stored = None
-    if path.endswith(".keras"):
-        model = load_model(path)
-        stored = type(model).__name__
-        if not any(isinstance(model, cls) for cls in _SPECS):
-            raise TypeError(f"{path} holds a {stored}; a .keras file to export must hold one of "
-                            f"{sorted(c.__name__ for c in _SPECS)} (export a backbone from its preset folder)")
-    else:
-        folder = resolve(path)
-        config_path = os.path.join(folder, PRESET_CONFIG)
-        if os.path.isfile(config_path):
-            with open(config_path, encoding="utf-8") as f:
-                stored = json.load(f).get("model", {}).get("class_name")
-        if stored and stored != "BertBackbone":
-            model = load_model(folder)
-            model.tokenizer = load_tokenizer(folder)
-        else:
-            model = SentenceEncoder.from_checkpoint(folder, pooling=pooling)
-    if maxlen:
-        model.maxlen = int(maxlen)
+def load_exportable(path, pooling=None, maxlen=None):
+    """A model to export from anything zoo loads (``zoo.models.from_preset``: a saved task model as it is, a
+    checkpoint or backbone preset as a SentenceEncoder with ``pooling``); ``maxlen`` replaces the model's."""
+    model = from_preset(path, pooling=pooling, maxlen=maxlen)
     serving_spec(model)
     return model
 
@@ -371,3 +333,42 @@ def _onnx_erfc(ctx, node, name, args):
     node.type = "Sub"
     ctx.replace_inputs(node, [one.output[0], erf.output[0]])
     return node
+
+
+# ----------------------------------------------------------------------------------- the command
+@dataclasses.dataclass
+class ExportConfig:
+    """Write MODEL as <OUT>/<NAME>/<VERSION>/ (TF Serving's layout): a SavedModel that takes raw strings, or with
+    --format onnx a model.onnx that takes token ids (plus vocab.txt)."""
+
+    model: str = option(None, "a checkpoint folder (Google, transformers), a zoo preset (folder or name), run folder "
+                              "or .keras file of a SentenceEncoder, SimBERT or CrossEncoder", required=True)
+    out: str = option(None, "base folder; the export goes to OUT/NAME/VERSION", required=True)
+    format: str = option("saved_model", "saved_model: strings in (TF Serving); onnx: token ids in",
+                         choices=("saved_model", "onnx"))
+    name: str = option("default", "model name")
+    version: int | None = option(None, "version number (default: the next free one)")
+    signature: str = option("text", "text: strings in, tokenizer in the graph (signatures text, ids, tokenize); "
+                                    "ids: token ids in, no tf-text ops", choices=("text", "ids"))
+    pooling: str | None = option(None, "pooling when MODEL is a checkpoint (default: cls)",
+                                 choices=("cls", "mean", "first-last-avg", "pooler"))
+    maxlen: int | None = option(None, "tokens per text (default: the model's maxlen)")
+
+    def __post_init__(self):
+        if self.version is not None and self.version < 1:
+            raise ConfigError(f"--version must be a positive integer, got {self.version}")
+
+
+def run(config: ExportConfig):
+    model = load_exportable(config.model, pooling=config.pooling, maxlen=config.maxlen)
+    path = version_path(config.out, config.name, config.version)
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} exists; choose another --version")
+    if config.format == "onnx":
+        with atomic_dir(path) as tmp:
+            export_onnx(model, os.path.join(tmp, "model.onnx"))
+            model.tokenizer.save(tmp)
+    else:
+        export_saved_model(model, path, signature=config.signature)
+    log.info("exported %s (maxlen %d) to %s", type(model).__name__, model.maxlen, path)
+    return path

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from .backbone import backbone_inputs
 from .masks import unilm_mask
 
 
@@ -263,8 +264,6 @@ def sample_tokens(p, topk, topp, rng):
 
 def _uncached_model(backbone):
     """The backbone with a UniLM mask from segment ids, returning MLM logits (the no-cache reference path)."""
-    from .models.bi_encoder import backbone_inputs
-
     inputs = backbone_inputs()
     out = backbone({**inputs, "attention_mask": unilm_mask(inputs["segment_ids"])})
     model = keras.Model(inputs, out["mlm_logits"])

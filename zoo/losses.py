@@ -1,4 +1,7 @@
-"""Losses in keras.ops: CoSENT, in-batch softmax (SimBERT / SimCSE / Mirror-BERT), cosine MSE, triplet."""
+"""Every loss of zoo, in keras.ops (one home): CoSENT, in-batch softmax (SimBERT / SimCSE / Mirror-BERT), cosine MSE,
+triplet, soft-target cross-entropy (DvBERT), the joint SimBERT loss, and the pretraining losses (MLM, TaCL, TACO).
+
+Functions compute a loss from tensors; the ``keras.losses.Loss`` / layer classes wrap them for ``compile``."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ NEG_INF = -1e12
 
 
 def l2_normalize(x, axis=-1):
+    """x / max(||x||, 1e-12) along ``axis`` (the in-graph one; ``zoo.vectors.normalize_rows`` is numpy's)."""
     return x / ops.sqrt(ops.maximum(ops.sum(ops.square(x), axis=axis, keepdims=True), 1e-24))
 
 
@@ -97,3 +101,132 @@ class SoftTargetLoss(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         return soft_target_cross_entropy(y_true, y_pred)
+
+
+# ---------------------------------------------------------------------------------- SimBERT
+def simbert_loss(token_ids, segment_ids, mlm_logits, pooled, scale=30.0):
+    """Seq2seq CE on target tokens (position t predicts t+1 where token t+1 is in segment 1) + in-batch
+    similarity CE over L2-normalised pooled vectors with partner ``i XOR 1`` (rows come in both orders)."""
+    y_true = token_ids[:, 1:]
+    y_mask = ops.cast(segment_ids[:, 1:], "float32")
+    ce = keras.losses.sparse_categorical_crossentropy(y_true, ops.cast(mlm_logits[:, :-1], "float32"),
+                                                      from_logits=True)
+    gen = ops.sum(ce * y_mask) / ops.maximum(ops.sum(y_mask), 1.0)
+    partner = ops.arange(ops.shape(pooled)[0]) ^ 1
+    return gen + in_batch_softmax_loss(pooled, partner, scale)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class SimBERTLoss(keras.layers.Layer):
+    """``simbert_loss`` as a layer (the loss model's output)."""
+
+    def __init__(self, scale=30.0, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = scale
+
+    def call(self, token_ids, segment_ids, mlm_logits, pooled):
+        return ops.reshape(simbert_loss(token_ids, segment_ids, mlm_logits, pooled, self.scale), (1,))
+
+    def compute_output_shape(self, *input_shapes):
+        return (1,)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}
+
+
+def passthrough_loss(y_true, y_pred):
+    """For models whose output already is their loss (SimBERT, pretraining): use the output."""
+    return ops.mean(y_pred)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class InBatchSoftmaxLoss(keras.losses.Loss):
+    """SimCSE / Mirror-BERT InfoNCE on [2N, d] embeddings: rows i and (i + N) mod 2N are the two views."""
+
+    def __init__(self, temperature=0.04, name="in_batch_softmax", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.temperature = temperature
+
+    def call(self, y_true, y_pred):
+        n2 = ops.shape(y_pred)[0]
+        partner = (ops.arange(n2) + n2 // 2) % n2
+        return in_batch_softmax_loss(y_pred, partner, 1.0 / self.temperature)
+
+    def get_config(self):
+        return {**super().get_config(), "temperature": self.temperature}
+
+
+# ---------------------------------------------------------------------------------- pretraining
+def gather_positions(sequence, positions):
+    """sequence [B, T, ...] at positions [B, P] -> [B, P, ...]."""
+    index = positions
+    for _ in range(len(sequence.shape) - 2):
+        index = ops.expand_dims(index, -1)
+    return ops.take_along_axis(sequence, index, axis=1)
+
+
+def mlm_loss_and_accuracy(logits, truth_ids, weights):
+    """Masked-LM cross-entropy and accuracy, averaged over the slots with weight 1."""
+    ce = keras.losses.sparse_categorical_crossentropy(truth_ids, ops.cast(logits, "float32"), from_logits=True)
+    total = ops.maximum(ops.sum(weights), 1.0)
+    correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), ops.cast(truth_ids, "int32")),
+                       "float32")
+    return ops.sum(ce * weights) / total, ops.sum(correct * weights) / total
+
+
+def tacl_loss(student, teacher, positions, weights, padding_mask, temperature=0.01):
+    """TaCL token contrast. ``student`` [B, P, H]: the student's vectors at the masked ``positions`` [B, P]
+    (``weights`` 0 marks unused slots); ``teacher`` [B, T, H]. For each masked position i of a row: softmax over
+    the teacher's positions of that row (cosine / temperature) with target i. Padding positions are removed from
+    the denominator (zoo's choice; the original keeps them)."""
+    s, t = l2_normalize(ops.cast(student, "float32")), l2_normalize(ops.cast(ops.stop_gradient(teacher), "float32"))
+    logits = ops.einsum("bid,bjd->bij", s, t) / temperature
+    logits = ops.where(ops.cast(padding_mask, "bool")[:, None, :], logits, NEG_INF)
+    ce = keras.losses.sparse_categorical_crossentropy(positions, logits, from_logits=True)
+    return ops.sum(ce * weights) / ops.maximum(ops.sum(weights), 1.0)
+
+
+def taco_loss(hidden, embeddings, positive, negative, padding_mask, temperature=0.07):
+    """TACO: g = h - e; anchor vs one positive and k negatives (stop-gradient), cosine / temperature, CE to the
+    positive, averaged over real (non-padding) anchors."""
+    g = ops.cast(hidden, "float32") - ops.cast(embeddings, "float32")
+    d = ops.shape(g)[-1]
+    flat = ops.stop_gradient(l2_normalize(ops.reshape(g, (-1, d))))
+    anchor = l2_normalize(g)
+    pos = ops.take(flat, positive, axis=0)  # [B, L, d]
+    neg = ops.take(flat, negative, axis=0)  # [B, L, K, d]
+    logits = ops.concatenate([ops.sum(anchor * pos, -1)[..., None], ops.einsum("bld,blkd->blk", anchor, neg)],
+                             axis=-1) / temperature
+    ce = keras.losses.sparse_categorical_crossentropy(ops.zeros(ops.shape(logits)[:2], "int32"), logits,
+                                                      from_logits=True)
+    w = ops.cast(padding_mask, "float32")
+    return ops.sum(ce * w) / ops.maximum(ops.sum(w), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class PretrainingLoss(keras.layers.Layer):
+    """MLM (+ NSP) (+ TaCL or TACO) from the model's outputs; returns [loss, masked-token accuracy].
+    ``masked_hidden`` [B, P, H] and ``mlm_logits`` [B, P, V] are at the masked positions ``x["mlm_positions"]``."""
+
+    def __init__(self, objective="mlm", nsp=True, **kwargs):
+        super().__init__(**kwargs)
+        self.objective, self.nsp = objective, nsp
+
+    def call(self, x, masked_hidden, mlm_logits, hidden_states=None, nsp_logits=None, teacher=None):
+        truth = gather_positions(x["truth_ids"], x["mlm_positions"])
+        loss, acc = mlm_loss_and_accuracy(mlm_logits, truth, x["mlm_weights"])
+        if self.nsp:
+            loss = loss + ops.mean(keras.losses.sparse_categorical_crossentropy(x["nsp_labels"], nsp_logits,
+                                                                                from_logits=True))
+        if self.objective == "tacl":
+            loss = loss + tacl_loss(masked_hidden, teacher, x["mlm_positions"], x["mlm_weights"], x["padding_mask"])
+        elif self.objective == "taco":
+            loss = loss + taco_loss(hidden_states[-1], hidden_states[0], x["taco_positive"], x["taco_negative"],
+                                    x["padding_mask"])
+        return ops.stack([loss, acc])
+
+    def compute_output_shape(self, *args, **kwargs):
+        return (2,)
+
+    def get_config(self):
+        return {**super().get_config(), "objective": self.objective, "nsp": self.nsp}

@@ -1,5 +1,10 @@
-"""zoo presets: a folder with ``zoo_config.json`` (the Keras config of any zoo model), ``model.weights.h5``
-and the tokenizer (``vocab.txt``, ``tokenizer_config.json``). Written atomically; loaded by name or path.
+"""zoo presets: a folder with ``zoo_config.json`` (the Keras config of any zoo model and a manifest with the
+sha256 and size of every other file), ``model.weights.h5`` and the tokenizer (``vocab.txt``,
+``tokenizer_config.json``). Written atomically; checked against the manifest when loaded.
+
+This module saves and restores whatever zoo model a preset holds by its registered Keras class name; the
+classes themselves are registered by ``import zoo``. Building a model from a checkpoint of another framework
+is each class's ``from_preset``.
 """
 
 from __future__ import annotations
@@ -7,126 +12,123 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import shutil
 
-from .checkpoints import PRESET_CONFIG, PRESET_WEIGHTS, CheckpointError
+from .errors import CheckpointError
+from .logs import log
+from .paths import PRESET_CONFIG, PRESET_WEIGHTS, VOCAB_FILE, atomic_dir, resolve, sha256_of
 
-DATA_DIR = os.environ.get("ZOO_DATA_DIR") or os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
-PRESETS_DIR = os.path.join(DATA_DIR, "presets")
-DEFAULT_PRESET = "chinese_L-4_H-256_A-4"
-
-
-def available_presets():
-    if not os.path.isdir(PRESETS_DIR):
-        return []
-    return sorted(d for d in os.listdir(PRESETS_DIR) if os.path.exists(os.path.join(PRESETS_DIR, d, PRESET_CONFIG)))
-
-
-def resolve(path):
-    """A path as given if it exists (or is a checkpoint prefix), else the folder of a preset of that name."""
-    path = os.fspath(path)
-    if os.path.isdir(path) and not os.path.exists(os.path.join(path, PRESET_CONFIG)) \
-            and os.path.exists(os.path.join(path, "model", PRESET_CONFIG)):
-        return os.path.join(path, "model")  # a zoo run folder: its best model
-    if os.path.exists(path) or os.path.exists(path + ".index"):
-        return path
-    if os.path.exists(path + ".old"):  # a replace_dir interrupted between its two renames
-        return path + ".old"
-    candidate = os.path.join(PRESETS_DIR, path)
-    if os.path.exists(os.path.join(candidate, PRESET_CONFIG)):
-        return candidate
-    raise FileNotFoundError(f"{path}: no such file or folder, and no zoo preset of that name "
-                            f"(presets in {PRESETS_DIR}: {available_presets()})")
-
-
-def replace_dir(tmp, target):
-    """Move a finished folder ``tmp`` to ``target``, replacing any old one; never leaves a half-written target."""
-    old = target + ".old"
-    if os.path.exists(old):
-        shutil.rmtree(old)
-    if os.path.exists(target):
-        os.rename(target, old)
-    os.rename(tmp, target)
-    if os.path.exists(old):
-        shutil.rmtree(old)
+FORMAT = "zoo-preset"
 
 
 def save_preset(model, tokenizer, directory, metadata=None):
-    """Save any zoo model (backbone, SentenceEncoder, ...) and its tokenizer as a preset folder, atomically."""
+    """Save any zoo model (backbone, SentenceEncoder, ...) and its tokenizer as a preset folder, atomically:
+    the folder appears complete or not at all, and a previous version stays intact until then."""
     import keras
 
-    directory = os.path.abspath(os.fspath(directory))
-    tmp = f"{directory}.tmp-{os.getpid()}"
-    if os.path.exists(tmp):
-        shutil.rmtree(tmp)
-    os.makedirs(tmp)
     from . import __version__
 
-    config = {
-        "format": "zoo-preset",
-        "format_version": 1,
-        "model": keras.saving.serialize_keras_object(model),
-        "metadata": {"zoo_version": __version__, "keras_version": keras.__version__,
-                     "saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                     **(metadata or {})},
-    }
-    with open(os.path.join(tmp, PRESET_CONFIG), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=1, ensure_ascii=False)
-    model.save_weights(os.path.join(tmp, PRESET_WEIGHTS))
-    if tokenizer is not None:
-        tokenizer.save(tmp)
-    replace_dir(tmp, directory)
+    directory = os.path.abspath(os.fspath(directory))
+    with atomic_dir(directory) as tmp:
+        model.save_weights(os.path.join(tmp, PRESET_WEIGHTS))
+        if tokenizer is not None:
+            tokenizer.save(tmp)
+        files = {name: {"sha256": sha256_of(os.path.join(tmp, name)), "bytes": os.path.getsize(os.path.join(tmp, name))}
+                 for name in sorted(os.listdir(tmp))}
+        config = {
+            "format": FORMAT,
+            "format_version": 1,
+            "model": keras.saving.serialize_keras_object(model),
+            "files": files,
+            "metadata": {"zoo_version": __version__, "keras_version": keras.__version__,
+                         "saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                         **(metadata or {})},
+        }
+        with open(os.path.join(tmp, PRESET_CONFIG), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=1, ensure_ascii=False)
     return directory
 
 
 def read_preset_config(directory):
+    """The parsed ``zoo_config.json`` of a preset folder (CheckpointError naming the file when it is not one)."""
     path = os.path.join(directory, PRESET_CONFIG)
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: invalid JSON ({e})") from None
-    if config.get("format") != "zoo-preset" or "model" not in config:
-        raise CheckpointError(f"{path}: not a zoo preset (field 'format' must be 'zoo-preset', with 'model')")
+        with open(path, "rb") as f:
+            config = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: file missing (not a zoo preset folder)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
+        raise CheckpointError(f"{path}: not a zoo preset (field 'format' must be '{FORMAT}', with 'model')")
     return config
 
 
-def load_model(path):
-    """Load a zoo model from a preset folder/name or a ``.keras`` file (weights included)."""
-    import keras
+def verify_files(directory, config):
+    """Check each file of the manifest (size, then sha256); CheckpointError naming the first that differs.
+    Presets written before the manifest existed have none and are not checked."""
+    for name, expected in (config.get("files") or {}).items():
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            raise CheckpointError(f"{path}: file missing (listed in {PRESET_CONFIG})")
+        size = os.path.getsize(path)
+        if size != expected.get("bytes", size):
+            raise CheckpointError(f"{path}: {size} bytes, {PRESET_CONFIG} says {expected['bytes']} (truncated or "
+                                  f"replaced)")
+        if sha256_of(path) != expected.get("sha256"):
+            raise CheckpointError(f"{path}: sha256 differs from {PRESET_CONFIG} (the file is corrupted or was "
+                                  f"changed after saving)")
 
-    from . import backbone as _  # noqa: F401  (registers the zoo classes)
+
+def preset_class_name(path):
+    """The class name a preset folder (or ``.keras`` file) holds, e.g. "SentenceEncoder"; None for checkpoints of
+    other frameworks."""
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(path) as z:
+                return json.loads(z.read("config.json")).get("class_name")
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as e:
+            raise CheckpointError(f"{path}: not a readable .keras file ({e})") from None
+    folder = resolve(path)
+    if not os.path.isdir(folder) or not os.path.exists(os.path.join(folder, PRESET_CONFIG)):
+        return None
+    return read_preset_config(folder)["model"].get("class_name")
+
+
+def load_saved(path, verify=True):
+    """The model saved at ``path`` (a preset folder or name, a run folder, or a ``.keras`` file), with its
+    tokenizer attached (``model.tokenizer``) when it has one."""
+    import keras
 
     path = os.fspath(path)
     if path.endswith(".keras"):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such .keras file")
-        return keras.saving.load_model(path)
+        try:
+            return keras.saving.load_model(path)
+        except (OSError, ValueError, KeyError) as e:
+            raise CheckpointError(f"{path}: cannot load the .keras file ({type(e).__name__}: {e})") from None
     directory = resolve(path)
     config = read_preset_config(directory)
+    if verify:
+        verify_files(directory, config)
     weights = os.path.join(directory, PRESET_WEIGHTS)
     if not os.path.exists(weights):
         raise CheckpointError(f"{weights}: preset weights file missing")
-    model = keras.saving.deserialize_keras_object(config["model"])
-    model.load_weights(weights)
+    try:
+        model = keras.saving.deserialize_keras_object(config["model"])
+    except (TypeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{directory}/{PRESET_CONFIG}: field 'model' does not describe a zoo model "
+                              f"({type(e).__name__}: {e})") from None
+    try:
+        model.load_weights(weights)
+    except (OSError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{weights}: cannot load the weights ({type(e).__name__}: {e})") from None
+    if os.path.exists(os.path.join(directory, VOCAB_FILE)) and hasattr(model, "tokenizer"):
+        from .tokenizer import Tokenizer
+
+        model.tokenizer = Tokenizer.from_preset(directory)
+    log.debug("loaded %s from %s", type(model).__name__, directory)
     return model
-
-
-def load_preset(path):
-    """(model, tokenizer) of a preset."""
-    from .tokenizer import load_tokenizer
-
-    directory = resolve(path)
-    return load_model(directory), load_tokenizer(directory)
-
-
-def find_backbone(model):
-    """The BertBackbone inside a zoo model (or the model itself)."""
-    from .backbone import BertBackbone
-
-    if isinstance(model, BertBackbone):
-        return model
-    backbone = getattr(model, "backbone", None)
-    if isinstance(backbone, BertBackbone):
-        return backbone
-    raise CheckpointError(f"{type(model).__name__} holds no zoo BertBackbone")

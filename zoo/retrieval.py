@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-import shutil
+import re
 
 import numpy as np
 
+from .paths import atomic_dir
+from .vectors import normalize_rows
+
 
 def _normalise(x):
-    x = np.atleast_2d(np.asarray(x, dtype="float32"))
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return normalize_rows(np.atleast_2d(x))
+
+
+def default_factory(n):
+    """A faiss factory for ``n`` vectors: exact ("Flat") below 10,000, else IVF with about 4 sqrt(n) lists."""
+    return "Flat" if n < 10_000 else f"IVF{2 ** round(math.log2(4 * math.sqrt(n)))},Flat"
 
 
 def exact_topk(queries, vectors, topk, chunk_size=65536):
@@ -43,10 +51,11 @@ class SemanticIndex:
     >>> SemanticIndex(dim=256, backend="faiss", factory="IVF1024,Flat", nprobe=32).add(vectors=v)
 
     ``backend="faiss"`` builds a faiss index (inner product) from ``factory`` when first searched (training it
-    on the added vectors if the factory needs training); exact search needs no build.
+    on the added vectors if the factory needs training); ``factory=None`` picks one for the corpus size
+    (``default_factory``). Exact search needs no build.
     """
 
-    def __init__(self, encoder=None, dim=None, backend="exact", factory="IVF1024,Flat", nprobe=32):
+    def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32):
         if backend not in ("exact", "faiss"):
             raise ValueError(f"backend must be 'exact' or 'faiss', got {backend!r}")
         if encoder is None and dim is None:
@@ -112,9 +121,19 @@ class SemanticIndex:
                 import faiss
             except ImportError:
                 raise ImportError("backend='faiss' needs faiss: pip install faiss-cpu") from None
-            index = faiss.index_factory(self.dim, self.factory, faiss.METRIC_INNER_PRODUCT)
-            if not index.is_trained:
-                index.train(self.vectors)
+            factory = self.factory or default_factory(len(self.vectors))
+            lists = re.search(r"IVF(\d+)", factory)
+            if lists and int(lists.group(1)) > len(self.vectors):
+                raise ValueError(f"faiss factory {factory!r} needs at least {lists.group(1)} vectors to train its "
+                                 f"lists (faiss advises 39x that); this index has {len(self.vectors)}: use "
+                                 f"factory=None (picked for the size), a smaller IVF, or backend='exact'")
+            try:
+                index = faiss.index_factory(self.dim, factory, faiss.METRIC_INNER_PRODUCT)
+                if not index.is_trained:
+                    index.train(self.vectors)
+            except RuntimeError as e:
+                raise ValueError(f"faiss could not build {factory!r} on {len(self.vectors)} vectors: "
+                                 f"{str(e).strip().splitlines()[-1]}") from None
             index.add(self.vectors)
             if hasattr(index, "nprobe"):
                 index.nprobe = self.nprobe
@@ -123,17 +142,13 @@ class SemanticIndex:
 
     def save(self, directory):
         """vectors.npy + texts.json + index.json, written to a temp folder then moved into place."""
-        from .presets import replace_dir
-
-        tmp = f"{os.fspath(directory)}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        np.save(os.path.join(tmp, "vectors.npy"), self.vectors)
-        with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
-            json.dump(self.texts, f, ensure_ascii=False)
-        with open(os.path.join(tmp, "index.json"), "w", encoding="utf-8") as f:
-            json.dump({"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe}, f)
-        replace_dir(tmp, os.fspath(directory))
+        with atomic_dir(directory) as tmp:
+            np.save(os.path.join(tmp, "vectors.npy"), self.vectors)
+            with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
+                json.dump(self.texts, f, ensure_ascii=False)
+            with open(os.path.join(tmp, "index.json"), "w", encoding="utf-8") as f:
+                json.dump({"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe},
+                          f)
 
     @classmethod
     def load(cls, directory, encoder=None):

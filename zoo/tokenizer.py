@@ -16,9 +16,9 @@ import unicodedata
 
 import numpy as np
 
+from .paths import TOKENIZER_CONFIG, VOCAB_FILE, resolve
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-VOCAB_FILE = "vocab.txt"
-TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
 def read_vocab(path):
@@ -130,6 +130,35 @@ class Tokenizer:
         self.sep_id = self.token_to_id_map["[SEP]"]
         self.mask_id = self.token_to_id_map.get("[MASK]")
         self.special_ids = {self.token_to_id_map[t] for t in SPECIAL_TOKENS if t in self.token_to_id_map}
+        self.vocab_file = None  # where from_preset read it (for error messages)
+
+    @classmethod
+    def from_preset(cls, path, simplified=False, startswith=SPECIAL_TOKENS):
+        """The tokenizer of a zoo preset (folder or name), a run folder, a Google TF1 or transformers folder, or a
+        ``vocab.txt``. ``do_lower_case`` comes from ``tokenizer_config.json`` when there is one (default True, as
+        for every Chinese BERT). ``simplified=True`` slims the vocabulary like bert4keras; the result's
+        ``keep_tokens`` must then be passed to ``BertBackbone.from_preset``."""
+        path = resolve(path)
+        if str(path).endswith(".keras"):
+            raise ValueError(f"{path}: a .keras file carries its tokenizer inside; load the model with "
+                             f"from_preset and use model.tokenizer")
+        do_lower_case = True
+        if os.path.isdir(path):
+            vocab_path = os.path.join(path, VOCAB_FILE)
+            if not os.path.exists(vocab_path):
+                raise FileNotFoundError(f"{path}: no {VOCAB_FILE} in this folder")
+            config_path = os.path.join(path, TOKENIZER_CONFIG)
+            if os.path.exists(config_path):
+                do_lower_case = _read_json(config_path).get("do_lower_case", True)
+        else:
+            vocab_path = path
+        tokens = read_vocab(vocab_path)
+        keep_tokens = None
+        if simplified:
+            tokens, keep_tokens = simplify_vocab(tokens, startswith)
+        tokenizer = cls(tokens, do_lower_case=do_lower_case, keep_tokens=keep_tokens)
+        tokenizer.vocab_file = vocab_path
+        return tokenizer
 
     # ---------------------------------------------------------------- basics
     @property
@@ -270,29 +299,19 @@ def _truncate(maxlen, first, second):
         longest.pop(-2)
 
 
+def _read_json(path):
+    from .errors import CheckpointError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return config
+
+
 def load_tokenizer(path, simplified=False, startswith=SPECIAL_TOKENS):
-    """Tokenizer from a vocab.txt, a checkpoint folder (Google/transformers) or a zoo preset.
-
-    ``do_lower_case`` comes from ``tokenizer_config.json`` when the folder has one (default True, as for
-    every Chinese BERT). ``simplified=True`` slims the vocabulary like bert4keras; the result's
-    ``keep_tokens`` must then be passed to ``zoo.load_backbone``.
-    """
-    from .presets import resolve
-
-    path = resolve(path)
-    do_lower_case = True
-    if os.path.isdir(path):
-        vocab_path = os.path.join(path, VOCAB_FILE)
-        if not os.path.exists(vocab_path):
-            raise FileNotFoundError(f"{path}: no {VOCAB_FILE} in this folder")
-        config_path = os.path.join(path, TOKENIZER_CONFIG)
-        if os.path.exists(config_path):
-            with open(config_path, encoding="utf-8") as f:
-                do_lower_case = json.load(f).get("do_lower_case", True)
-    else:
-        vocab_path = path
-    tokens = read_vocab(vocab_path)
-    keep_tokens = None
-    if simplified:
-        tokens, keep_tokens = simplify_vocab(tokens, startswith)
-    return Tokenizer(tokens, do_lower_case=do_lower_case, keep_tokens=keep_tokens)
+    """Alias of ``Tokenizer.from_preset`` (kept for one release)."""
+    return Tokenizer.from_preset(path, simplified, startswith)

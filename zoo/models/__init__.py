@@ -1,0 +1,23 @@
+"""zoo's task models: one file each, on the shared ``Task`` base."""
+
+from ..presets import preset_class_name
+from .bi_encoder import SBERTClassifier, SentenceEncoder, build_pair_trainer
+from .cross_encoder import CrossEncoder
+from .simbert import SimBERT
+from .task import Task
+
+TASKS = {cls.__name__: cls for cls in (SentenceEncoder, CrossEncoder, SimBERT)}
+
+
+def from_preset(path, pooling=None, maxlen=None, **kwargs):
+    """The task model saved at ``path`` (a SentenceEncoder, CrossEncoder or SimBERT preset, run folder or
+    ``.keras`` file) as saved (``maxlen`` may be changed); anything else -- a Google TF1 or transformers folder,
+    a backbone preset -- becomes a SentenceEncoder with ``pooling`` (default "cls") and ``maxlen`` (default 64)."""
+    stored = preset_class_name(path)
+    if stored in TASKS:
+        return TASKS[stored].from_preset(path, pooling=pooling, maxlen=maxlen, **kwargs)
+    return SentenceEncoder.from_preset(path, pooling=pooling or "cls", maxlen=maxlen or 64, **kwargs)
+
+
+__all__ = ["CrossEncoder", "SBERTClassifier", "SentenceEncoder", "SimBERT", "TASKS", "Task", "build_pair_trainer",
+           "from_preset"]

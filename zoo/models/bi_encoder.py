@@ -2,76 +2,23 @@
 
 from __future__ import annotations
 
-import os
-
 import keras
 import numpy as np
 from keras import ops
 
+from ..backbone import BertBackbone, backbone_inputs
 from ..losses import pair_cosine
 from ..pooling import Pooling
-from ..utils import batch_length, batch_starts
-
-
-def backbone_inputs():
-    return {
-        "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
-        "segment_ids": keras.Input((None,), dtype="int32", name="segment_ids"),
-        "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
-    }
-
-
-class TokenizerAssetsMixin:
-    """What zoo's task models share: the (Python) tokenizer kept with the model (saved into ``.keras`` files as
-    assets), ``save``/``load`` as a preset or ``.keras`` file, and a config holding the serialized backbone."""
-
-    def _config(self, **fields):
-        return {"name": self.name, "trainable": self.trainable, **fields,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
-
-    def save_assets(self, dir_path):
-        if getattr(self, "tokenizer", None) is not None:
-            self.tokenizer.save(dir_path)
-
-    def load_assets(self, dir_path):
-        from ..tokenizer import VOCAB_FILE, load_tokenizer
-
-        if os.path.exists(os.path.join(dir_path, VOCAB_FILE)):
-            self.tokenizer = load_tokenizer(dir_path)
-
-    def save(self, path, **kwargs):
-        """``path`` ending in ``.keras``: a Keras file (tokenizer inside); otherwise a zoo preset folder."""
-        if str(path).endswith(".keras"):
-            return super().save(path, **kwargs)
-        from ..presets import save_preset
-
-        return save_preset(self, self.tokenizer, path, **kwargs)
-
-    @classmethod
-    def load(cls, path):
-        """Load from a preset folder (or name) or a ``.keras`` file."""
-        from ..presets import load_model, resolve
-        from ..tokenizer import load_tokenizer
-
-        model = load_model(path)
-        if not isinstance(model, cls):
-            raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-        if not str(path).endswith(".keras"):
-            model.tokenizer = load_tokenizer(resolve(path))
-        return model
+from ..tokenizer import Tokenizer
+from ..vectors import normalize_rows
+from .task import Task
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
+class SentenceEncoder(Task):
     """Text -> one vector, for cosine similarity and retrieval.
 
-    >>> enc = zoo.SentenceEncoder.from_checkpoint("chinese_L-12_H-768_A-12", pooling="cls")
+    >>> enc = zoo.SentenceEncoder.from_preset("chinese_L-12_H-768_A-12", pooling="cls")
     >>> enc.encode(["今天天气不错", "今天天气很好"])        # [2, 768], L2-normalised
     >>> enc.similarity(["你好"], ["您好", "再见"])         # [1, 2] cosine matrix
 
@@ -82,7 +29,7 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
     def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, **kwargs):
         if pooling == "first-last-avg" and not backbone.output_hidden_states:
             raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
-                             "(SentenceEncoder.from_checkpoint does this)")
+                             "(SentenceEncoder.from_preset does this)")
         inputs = backbone_inputs()
         outputs = backbone(inputs, first_token_only=pooling in ("cls", "pooler"))  # see BertBackbone
         embedding = Pooling(pooling, name="pooling")(outputs, inputs["padding_mask"])
@@ -95,17 +42,11 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
         self.maxlen = maxlen
 
     @classmethod
-    def from_checkpoint(cls, path, pooling="cls", maxlen=64, **backbone_kwargs):
-        """Build from anything ``zoo.load_backbone`` reads; the tokenizer comes from the same path."""
-        from ..checkpoints import load_backbone
-        from ..tokenizer import load_tokenizer
-
-        backbone = load_backbone(path, output_hidden_states=pooling == "first-last-avg", **backbone_kwargs)
-        return cls(backbone, load_tokenizer(path), pooling=pooling, maxlen=maxlen)
-
-    @property
-    def dim(self):
-        return self.backbone.hidden_dim
+    def _from_backbone_preset(cls, path, pooling="cls", maxlen=64, **backbone_kwargs):
+        backbone = BertBackbone.from_preset(path, output_hidden_states=pooling == "first-last-avg", **backbone_kwargs)
+        encoder = cls(backbone, Tokenizer.from_preset(path), pooling=pooling, maxlen=maxlen)
+        encoder.check_vocabulary(path)
+        return encoder
 
     def get_config(self):
         return self._config(pooling=self.pooling, maxlen=self.maxlen)
@@ -114,35 +55,20 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
     def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None):
         """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
 
-        Texts are batched by length (longest first) and padded to a multiple of 8 tokens, so few shapes are
-        compiled. Texts longer than ``maxlen`` tokens (default ``self.maxlen``) are truncated; "" encodes
-        as ``[CLS] [SEP]``.
+        Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled. Texts
+        longer than ``maxlen`` tokens (default ``self.maxlen``) are truncated; "" encodes as ``[CLS] [SEP]``.
         """
-        if self.tokenizer is None:
-            raise ValueError("this SentenceEncoder has no tokenizer; pass tokenizer= or load it from a preset")
+        self._require_tokenizer()
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         maxlen = maxlen or self.maxlen
-        out = np.zeros((len(texts), self.dim), dtype="float32")
+        out = np.zeros((0, self.dim), dtype="float32")
         if texts:
-            pieces = self.tokenizer.piece_ids(texts)
-            lengths = np.array([min(len(p) + 2, maxlen) for p in pieces])
-            order = np.argsort(-lengths, kind="stable")
-            for start in batch_starts(len(texts), batch_size, "encode", show_progress_bar, unit="sent"):
-                index = order[start:start + batch_size]
-                rows = [self.tokenizer._assemble(pieces[i], None, maxlen) for i in index]
-                batch = self.tokenizer.pad(rows, pad_to=batch_length(rows, maxlen))
-                out[index] = ops.convert_to_numpy(self._predict_batch(batch))
+            rows = [self.tokenizer._assemble(p, None, maxlen) for p in self.tokenizer.piece_ids(texts)]
+            out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent")
         if normalize_embeddings:
-            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+            out = normalize_rows(out)
         return out[0] if single else out
-
-    def _predict_batch(self, batch):
-        if not self.compiled and not getattr(self, "_jit_chosen", False):
-            # XLA without compile(): compiling would attach an optimizer that then gets saved with the weights.
-            self.jit_compile = keras.backend.backend() != "torch"
-            self._jit_chosen = True
-        return self.predict_on_batch(batch)
 
     def similarity(self, a, b, batch_size=64):
         """Cosine matrix [len(a), len(b)] between two lists of texts (or of embeddings)."""
@@ -161,8 +87,7 @@ class SentenceEncoder(TokenizerAssetsMixin, keras.Model):
 
     def _as_embeddings(self, x, batch_size):
         if isinstance(x, np.ndarray) and x.dtype != object:
-            x = np.atleast_2d(x).astype("float32")
-            return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+            return normalize_rows(np.atleast_2d(x))
         return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size))
 
 

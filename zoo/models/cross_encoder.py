@@ -6,21 +6,22 @@ import keras
 import numpy as np
 from keras import ops
 
-from ..utils import batch_length, batch_starts
-from .bi_encoder import TokenizerAssetsMixin, backbone_inputs
+from ..backbone import BertBackbone, backbone_inputs
+from ..tokenizer import Tokenizer
+from .task import Task
 
 HEADS = ("softmax", "cosent")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class CrossEncoder(TokenizerAssetsMixin, keras.Model):
+class CrossEncoder(Task):
     """``[CLS] a [SEP] b [SEP]`` -> last-layer [CLS] -> a score.
 
     head "softmax": Dense(2), trained with cross-entropy; the score is P(similar).
     head "cosent": Dense(1), trained with the CoSENT ranking loss on raw scores (CoSENT 三); the score is raw.
     ``zero_segments=True`` reproduces bojone's interact.py, which sets every segment id to 0 (default: 1 for b).
 
-    >>> ce = zoo.CrossEncoder.from_checkpoint("chinese_L-12_H-768_A-12/")
+    >>> ce = zoo.CrossEncoder.from_preset("chinese_L-12_H-768_A-12/")
     >>> ce.predict([("今天天气不错", "今天天气很好"), ("你好", "再见")])
     """
 
@@ -38,12 +39,11 @@ class CrossEncoder(TokenizerAssetsMixin, keras.Model):
         self.maxlen, self.zero_segments = maxlen, zero_segments
 
     @classmethod
-    def from_checkpoint(cls, path, head="softmax", maxlen=128, zero_segments=False, **backbone_kwargs):
-        from ..checkpoints import load_backbone
-        from ..tokenizer import load_tokenizer
-
-        return cls(load_backbone(path, **backbone_kwargs), load_tokenizer(path), head=head, maxlen=maxlen,
-                   zero_segments=zero_segments)
+    def _from_backbone_preset(cls, path, head="softmax", maxlen=128, zero_segments=False, **backbone_kwargs):
+        model = cls(BertBackbone.from_preset(path, **backbone_kwargs), Tokenizer.from_preset(path), head=head,
+                    maxlen=maxlen, zero_segments=zero_segments)
+        model.check_vocabulary(path)
+        return model
 
     def get_config(self):
         return self._config(head=self.head, maxlen=self.maxlen, zero_segments=self.zero_segments)
@@ -68,21 +68,11 @@ class CrossEncoder(TokenizerAssetsMixin, keras.Model):
         for i, pair in enumerate(pairs):
             if len(pair) != 2 or not all(isinstance(t, str) and t.strip() for t in pair):
                 raise ValueError(f"pair {i} must be two non-empty texts, got {pair!r:.80}")
-        out = np.zeros(len(pairs), dtype="float32")
         if not pairs:
-            return out
+            return np.zeros(0, dtype="float32")
         rows = self.encode_pairs([a for a, _ in pairs], [b for _, b in pairs])
-        order = np.argsort([-len(r[0]) for r in rows], kind="stable")
-        if not self.compiled and not getattr(self, "_jit_chosen", False):
-            self.jit_compile = keras.backend.backend() != "torch"
-            self._jit_chosen = True
-        for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit="pair"):
-            index = order[start:start + batch_size]
-            batch = [rows[i] for i in index]
-            logits = np.asarray(ops.convert_to_numpy(self.predict_on_batch(
-                self.tokenizer.pad(batch, pad_to=batch_length(batch, self.maxlen)))), dtype="float32")
-            out[index] = _softmax(logits)[:, 1] if self.head == "softmax" else logits[:, 0]
-        return out
+        logits = self.predict_rows(rows, batch_size, show_progress_bar=show_progress_bar, unit="pair")
+        return _softmax(logits)[:, 1] if self.head == "softmax" else logits[:, 0]
 
 
 def _softmax(x):

@@ -1,20 +1,25 @@
-"""Representation vs interaction (CoSENT 二): train or load a CoSENT bi-encoder, a Sentence-BERT bi-encoder and a
+"""Compare job, representation vs interaction (CoSENT 二): train or load a CoSENT bi-encoder, a Sentence-BERT bi-encoder and a
 cross-encoder per task on one backbone, fit each threshold on valid, report test accuracy (bootstrap 95% interval)
 and Spearman, and draw score histograms and accuracy-vs-threshold curves."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import sys
 import time
 
 import numpy as np
 
-from .data import load_task, sha256_of
-from .evaluation import accuracy, best_threshold, spearman, threshold_accuracy
-from .utils import save_results
+from ..config import option
+from ..data import load_task, resolve_data_dir
+from ..evaluation import accuracy, best_threshold, percent, spearman, threshold_accuracy
+from ..logs import log
+from ..models.bi_encoder import SentenceEncoder
+from ..models.cross_encoder import CrossEncoder
+from ..paths import sha256_of
+from ..train.results import write_results
+from . import bi_encoder, cross_encoder
+from .common import check_tasks
 
 MODELS = ("cosent", "sbert", "interact")
 TRANSFER_FROM = {"PAWSX": "LCQMC"}  # no train split here: evaluate models trained on LCQMC
@@ -22,46 +27,49 @@ TRANSFER_FROM = {"PAWSX": "LCQMC"}  # no train split here: evaluate models train
 
 @dataclasses.dataclass
 class CompareConfig:
-    tasks: tuple = ("LCQMC", "BQ", "ATEC", "PAWSX")
-    checkpoint: str | None = None
-    data_dir: str | None = None
-    output: str = "runs/compare"
-    epochs: int = 1
-    bi_lr: float = 1e-4
-    cross_lr: float = 5e-5
-    limit_train: int | None = None
-    seed: int = 42
-    progress: bool = True
+    """Representation vs interaction: CoSENT, Sentence-BERT and a cross-encoder per task, accuracy at the
+    valid-fitted threshold."""
+
+    tasks: tuple = option(("LCQMC", "BQ", "ATEC", "PAWSX"), "tasks (PAWSX: the LCQMC models, transfer)")
+    checkpoint: str | None = option(None, "the backbone every model starts from (default: the embedded preset)")
+    data_dir: str | None = option(None, "where the tasks' files are")
+    output: str = option("runs/compare", "run folder; each model trains (or reloads) in OUTPUT/TASK/MODEL")
+    epochs: int = option(1, "epochs per model")
+    bi_lr: float = option(1e-4, "learning rate of the bi-encoders")
+    cross_lr: float = option(5e-5, "learning rate of the cross-encoder")
+    limit_train: int | None = option(None, "train on the first N pairs only")
+    limit_eval: int | None = option(None, "evaluate on the first N pairs of valid and test only")
+    seed: int = option(42, "random seed")
+    progress: bool = option(True, "no progress bars")
+
+    def __post_init__(self):
+        check_tasks(self.tasks, "--tasks")
 
 
 def _train(task, model, config):
     """Train (or, when its run folder is complete, reload) one model; returns a callable pairs -> scores."""
-    from .models.bi_encoder import SentenceEncoder
-    from .models.cross_encoder import CrossEncoder
-    from .training import CrossConfig, TrainConfig, train_bi_encoder, train_cross_encoder
-
     folder = os.path.join(config.output, task, model)
     common = dict(task=task, checkpoint=config.checkpoint, data_dir=config.data_dir, epochs=config.epochs,
-                  limit_train=config.limit_train, output=folder, seed=config.seed, progress=config.progress)
+                  limit_train=config.limit_train, limit_eval=config.limit_eval, output=folder, seed=config.seed,
+                  progress=config.progress)
     if model == "interact":
-        train_cross_encoder(CrossConfig(lr=config.cross_lr, **common))
-        ce = CrossEncoder.load(os.path.join(folder, "model"))
+        cross_encoder.run(cross_encoder.CrossEncoderConfig(lr=config.cross_lr, **common))
+        ce = CrossEncoder.from_preset(folder)
         return lambda a, b: ce.predict(list(zip(a, b)), batch_size=128)
-    train_bi_encoder(TrainConfig(objective=model, lr=config.bi_lr, **common))
-    enc = SentenceEncoder.load(os.path.join(folder, "model"))
+    bi_encoder.run(bi_encoder.BiEncoderConfig(objective=model, lr=config.bi_lr, **common))
+    enc = SentenceEncoder.from_preset(folder)
     return lambda a, b: enc.similarity_pairwise(a, b, batch_size=128)
 
 
-def compare_matching(config: CompareConfig):
-    from .training import resolve_data_dir
-
+def run(config: CompareConfig):
     t0 = time.time()
     os.makedirs(config.output, exist_ok=True)
     rows, files, scorers, baselines = [], {}, {}, {}
     for task in config.tasks:
         source = TRANSFER_FROM.get(task, task)
         data_dir = resolve_data_dir(task, config.data_dir)
-        valid, test = load_task(task, "valid", data_dir), load_task(task, "test", data_dir)
+        valid, test = load_task(task, "valid", data_dir).head(config.limit_eval), \
+            load_task(task, "test", data_dir).head(config.limit_eval)
         files[task] = {s: {"path": d.path, "sha256": sha256_of(d.path)} for s, d in (("valid", valid), ("test", test))}
         curves = {}
         majority = int(np.mean(valid.labels) >= 0.5)  # the trivial predictor: valid's majority class
@@ -74,17 +82,17 @@ def compare_matching(config: CompareConfig):
             s = scorers[key](test.texts_a, test.texts_b)
             powell_t, _ = best_threshold(v, valid.labels, "powell")
             row = {"task": task, "model": model, "trained_on": source,
-                   **threshold_accuracy(v, valid.labels, s, test.labels),
+                   **percent(threshold_accuracy(v, valid.labels, s, test.labels)),
                    "test_accuracy_powell_threshold": 100 * accuracy(s, test.labels, powell_t),
                    "test_spearman": 100 * spearman(s, test.labels)}
             rows.append(row)
             curves[model] = (v, valid.labels, s, test.labels, row["threshold"])
-            print(f"[zoo] {task} {model}: test acc {row['test_accuracy']:.2f} "
-                  f"[{row['test_accuracy_ci95'][0]:.2f}, {row['test_accuracy_ci95'][1]:.2f}]", file=sys.stderr)
+            log.info("%s %s: test acc %.2f [%.2f, %.2f]", task, model, row["test_accuracy"],
+                     *row["test_accuracy_ci95"])
         plot_task(task, curves, config.output)
     results = {"config": dataclasses.asdict(config), "data_files": files, "rows": rows, "baselines": baselines,
                "seconds": time.time() - t0}
-    return save_results(config.output, results, comparison_table(rows, config.tasks, baselines))
+    return write_results(config.output, results, comparison_table(rows, config.tasks, baselines))
 
 
 def comparison_table(rows, tasks, baselines):
@@ -143,21 +151,3 @@ def plot_task(task, curves, output):
     fig.tight_layout()
     fig.savefig(os.path.join(output, f"{task}_threshold.png"), dpi=110)
     plt.close(fig)
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    d = CompareConfig()
-    p.add_argument("--tasks", default=",".join(d.tasks), help="comma-separated: LCQMC,BQ,ATEC,PAWSX")
-    p.add_argument("--checkpoint")
-    p.add_argument("--data-dir")
-    p.add_argument("--output", default=d.output)
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--bi-lr", type=float, default=d.bi_lr)
-    p.add_argument("--cross-lr", type=float, default=d.cross_lr)
-    p.add_argument("--limit-train", type=int)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--no-progress", dest="progress", action="store_false")
-    args = vars(p.parse_args(argv))
-    args["tasks"] = tuple(t.strip() for t in args["tasks"].split(",") if t.strip())
-    compare_matching(CompareConfig(**args))

@@ -1,0 +1,153 @@
+"""Bi-encoder job: a SentenceEncoder trained on the sentence pairs of one task or several (CoSENT, Sentence-BERT
+softmax or cosine MSE), kept by valid Spearman; test Spearman and accuracy at the valid-fitted threshold.
+
+Several tasks ("LCQMC,BQ,ATEC,STS-B") train one model on the union of their train splits (``batching`` "task":
+each batch from one task; "mixed": all tasks in a batch, graded labels scaled to [0, 1]), kept by the mean of
+the valid Spearmans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import keras
+import numpy as np
+
+from ..config import option
+from ..data import PairDataset, load_splits
+from ..errors import ConfigError
+from ..evaluation import MeanEvaluator, SpearmanEvaluator
+from ..losses import CoSENTLoss, CosineMSELoss
+from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
+from ..train import MultiTaskBatches, PairBatches, check_warmup, fit, learning_rate
+from ..train.results import accuracy_cell, data_files, history_table, table, write_results
+from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
+from .evaluate import evaluate_task, task_table
+
+OBJECTIVES = ("cosent", "sbert", "cosine_mse")
+
+
+@dataclasses.dataclass
+class BiEncoderConfig(TrainOptions):
+    """Train a bi-encoder (SentenceEncoder) on sentence pairs."""
+
+    task: str = option("LCQMC", "a task (LCQMC, ATEC, BQ, PAWSX, STS-B), or several comma-separated: one model on "
+                                "their union, kept by the mean valid Spearman")
+    objective: str = option("cosent", "training loss", flag="--loss", choices=OBJECTIVES)
+    pooling: str = option("cls", "sentence vector", choices=POOLINGS)
+    warmup: float | None = option(None, "linear warm-up over this share of the steps, then linear decay to 0 "
+                                        "(default: constant lr)")
+    eval_batch_size: int = option(128, "texts per model call when evaluating")
+    length_buckets: bool = option(True, "plain random batches (default: batches of similar-length pairs, less "
+                                        "padding)")
+    batching: str = option("task", "several tasks: each batch from one task, or all mixed with graded labels "
+                                   "scaled to [0, 1]", choices=("task", "mixed"))
+    eval_tasks: tuple = option((), "more tasks to evaluate the best model on (not trained on), e.g. PAWSX")
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_tasks(self.tasks)
+        if self.eval_tasks:
+            check_tasks(self.eval_tasks, "--eval-tasks")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"--loss must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.pooling not in POOLINGS:
+            raise ConfigError(f"--pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if self.batching not in ("task", "mixed"):
+            raise ConfigError(f"--batching must be 'task' or 'mixed', got {self.batching!r}")
+        check_warmup(self.warmup)
+
+    @property
+    def tasks(self):
+        return [t.strip() for t in self.task.split(",") if t.strip()]
+
+
+def objective_labels(objective, labels):
+    """Labels as each objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), MSE in [0, 1]."""
+    graded = labels.max() > 1
+    if objective == "cosent":
+        return labels.astype("float32")
+    if objective == "sbert":
+        return (labels > 2.5).astype("int32") if graded else labels.astype("int32")
+    return (labels / (5.0 if graded else 1.0)).astype("float32")
+
+
+def objective_loss(objective):
+    return {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
+            "sbert": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}[objective]
+
+
+def train_batches(config, tokenizer, splits):
+    """The batch source: one task's pairs, or several tasks' (per-task batches, or mixed)."""
+    tasks = config.tasks
+    labels = {t: objective_labels(config.objective, splits[t]["train"].labels) for t in tasks}
+
+    def pairs(dataset, y):
+        return PairBatches(tokenizer, dataset, config.batch_size, config.maxlen, y, config.length_buckets)
+
+    if len(tasks) == 1:
+        return pairs(splits[tasks[0]]["train"], labels[tasks[0]])
+    if config.batching == "task":
+        return MultiTaskBatches([pairs(splits[t]["train"], labels[t]) for t in tasks])
+    scaled = [labels[t] / (5.0 if labels[t].max() > 1 else 1.0) for t in tasks]
+    union = PairDataset(sum((splits[t]["train"].texts_a for t in tasks), []),
+                        sum((splits[t]["train"].texts_b for t in tasks), []), np.concatenate(scaled).astype("float32"))
+    return pairs(union, union.labels)
+
+
+def run(config: BiEncoderConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    t0 = time.time()
+    tasks = config.tasks
+    checkpoint, output = start(config, f"{'+'.join(tasks)}_{config.objective}_{config.pooling}")
+    splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train), config.limit_eval) for t in tasks}
+
+    encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    batches = train_batches(config, encoder.tokenizer, splits)
+    trainer = build_pair_trainer(encoder, config.objective)
+    trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
+                                                                  config.epochs * len(batches))),
+                    loss=objective_loss(config.objective), jit_compile=config.jit_compile)
+    evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in tasks}
+    evaluator = evaluators[tasks[0]] if len(tasks) == 1 else MeanEvaluator(evaluators)
+    evaluator.name = "valid"
+    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=encoder,
+              save_every=config.save_every, show_progress=config.progress,
+              metadata={"task": config.task, "objective": config.objective})
+
+    best = SentenceEncoder.from_preset(run.model_dir)
+    reuse = run.best_scores if len(tasks) == 1 else (run.best_scores or {})  # valid scores of the best epoch
+    per_task = {t: evaluate_task(best, splits[t], config.eval_batch_size,
+                                 reuse if len(tasks) == 1 else reuse.get(t)) for t in tasks}
+    for t in config.eval_tasks:
+        if t not in tasks:
+            per_task[t] = evaluate_task(best, limit_eval(load_splits(t, config.data_dir, splits=("valid", "test")),
+                                                         config.limit_eval), config.eval_batch_size)
+    return report(config, checkpoint, output, run, splits, per_task, t0)
+
+
+def report(config, checkpoint, output, run, splits, per_task, t0):
+    """Write results.json and results.md of a bi-encoder run: settings, data files, the per-epoch curve, and
+    each task's valid/test Spearman and accuracy (``per_task``, from ``evaluate_task``)."""
+    tasks = list(splits)
+    files = {}
+    for t in tasks:
+        files.update({s if len(tasks) == 1 else f"{t}.{s}": f for s, f in data_files(splits[t]).items()})
+    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
+               "data_files": files, "epochs": run.history, "best_epoch": run.best_epoch,
+               "train_seconds": run.train_seconds, "seconds": time.time() - t0}
+    if len(per_task) == 1:
+        results.update(per_task[tasks[0]])
+    else:
+        results.update(tasks=per_task, valid_spearman=run.best["valid_spearman"],
+                       test_spearman=float(np.mean([per_task[t]["test_spearman"] for t in tasks])))
+    summary = table(["task", "objective", "pooling", "checkpoint", "epochs", "best epoch", "valid Spearman",
+                     "test Spearman", "test accuracy [95% CI]"],
+                    [(config.task, config.objective, config.pooling, checkpoint, config.epochs, run.best_epoch,
+                      results["valid_spearman"], results["test_spearman"],
+                      None if "tasks" in results else accuracy_cell(results))])
+    markdown = summary + "\n\n" + history_table(run.history, "valid_spearman")
+    if "tasks" in results:
+        markdown += "\n\n" + task_table(per_task, tasks)
+    return write_results(output, results, markdown)

@@ -1,0 +1,73 @@
+"""Cross-encoder job: both texts in one sequence, a score from [CLS] (softmax head: cross-entropy; CoSENT head:
+the ranking loss on raw scores), kept by valid accuracy at the threshold fitted on valid; test accuracy at that
+threshold and test Spearman of the scores."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import keras
+
+from ..config import option
+from ..data import load_splits
+from ..errors import ConfigError
+from ..evaluation import AccuracyEvaluator
+from ..losses import CoSENTLoss
+from ..models.cross_encoder import HEADS, CrossEncoder
+from ..train import PairBatches, fit
+from ..train.results import accuracy_cell, data_files, history_table, table, write_results
+from .common import TrainOptions, check_tasks, limit_eval, start
+from .evaluate import evaluate_task
+
+
+@dataclasses.dataclass
+class CrossEncoderConfig(TrainOptions):
+    """Train a cross-encoder (interaction-based matcher) on sentence pairs."""
+
+    task: str = option("LCQMC", "the task to train on")
+    head: str = option("softmax", "softmax: P(similar), cross-entropy; cosent: a raw score, CoSENT ranking loss",
+                       choices=HEADS)
+    maxlen: int = option(128, "tokens per pair")
+    lr: float = option(2e-5, "learning rate")
+    zero_segments: bool = option(False, "all segment ids 0, as bojone's interact.py")
+    length_buckets: bool = option(True, "plain random batches (default: batches of similar-length pairs)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_tasks([self.task])
+        if self.head not in HEADS:
+            raise ConfigError(f"--head must be one of {HEADS}, got {self.head!r}")
+
+
+def run(config: CrossEncoderConfig):
+    t0 = time.time()
+    checkpoint, output = start(config, f"{config.task}_cross_{config.head}")
+    data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train), config.limit_eval)
+
+    model = CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
+                                     zero_segments=config.zero_segments)
+    trainer = model.trainer()
+    trainer.compile(optimizer=keras.optimizers.Adam(config.lr), jit_compile=config.jit_compile,
+                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) if config.head == "softmax"
+                    else CoSENTLoss(scale=1.0))
+    labels = data["train"].labels.astype("int32" if config.head == "softmax" else "float32")
+    batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
+                          config.length_buckets, joint=True, zero_segments=config.zero_segments)
+    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed,
+              evaluator=AccuracyEvaluator(data["valid"]), model=model, save_every=config.save_every,
+              show_progress=config.progress, metadata={"task": config.task, "head": config.head})
+
+    scores = evaluate_task(CrossEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
+    return report(config, checkpoint, output, run, data, scores, t0)
+
+
+def report(config, checkpoint, output, run, data, scores, t0):
+    """Write results.json and results.md of a cross-encoder run (``scores`` from ``evaluate_task``)."""
+    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
+               "data_files": data_files(data), "epochs": run.history, "best_epoch": run.best_epoch,
+               "train_seconds": run.train_seconds, "seconds": time.time() - t0, **scores}
+    markdown = table(["task", "head", "valid acc", "threshold", "test acc [95% CI]", "test Spearman"],
+                     [(config.task, config.head, scores["valid_accuracy"], f"{scores['threshold']:.4f}",
+                       accuracy_cell(scores), scores["test_spearman"])])
+    return write_results(output, results, markdown + "\n\n" + history_table(run.history, "valid_accuracy"))

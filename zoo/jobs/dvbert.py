@@ -1,0 +1,153 @@
+"""DvBERT job: a siamese student learns from trained cross-encoder teachers with teacher annealing (Cheng 2021).
+
+lambda = step / total steps; the target of each pair is lambda * onehot(gold) + (1 - lambda) * p_teacher.
+Student objectives: "sbert" (the paper: Sentence-BERT softmax head on [u; v; |u-v|], cross-entropy against each
+teacher's annealed target; one shared classifier, teachers' losses summed, temperature 1, binary tasks), "cosent"
+(zoo's: CoSENT on cos(u, v) ranked by the annealed positive-class target averaged over teachers) and "cosent-gap"
+(the same, each ordered pair weighted by its target gap, so pairs the teachers nearly tie barely count and the loss
+slides into plain CoSENT as lambda -> 1). The teachers' probabilities on train are cached in the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import time
+
+import keras
+import numpy as np
+
+from ..config import option
+from ..data import load_splits
+from ..errors import ConfigError
+from ..evaluation import SpearmanEvaluator
+from ..logs import log
+from ..losses import CoSENTLoss, SoftTargetLoss
+from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
+from ..models.cross_encoder import CrossEncoder
+from ..paths import atomic_file, resolve, sha256_of
+from ..train import PairBatches, check_warmup, fit, learning_rate
+from ..train.results import accuracy_cell, data_files, history_table, table, write_results
+from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
+from .evaluate import evaluate_task
+
+OBJECTIVES = ("sbert", "cosent", "cosent-gap")
+
+
+@dataclasses.dataclass
+class DvBERTConfig(TrainOptions):
+    """DvBERT: distil cross-encoder teachers into a siamese student."""
+
+    task: str = option("LCQMC", "the task to train on (0/1 labels)")
+    teachers: tuple = option((), "a trained cross-encoder (softmax head), e.g. runs/LCQMC_cross_softmax; repeat "
+                                 "for several", flag="--teacher", append=True, required=True)
+    objective: str = option("sbert", "student loss: the paper's softmax head, CoSENT ranked by the annealed "
+                                     "targets, or that CoSENT with each pair weighted by its target gap",
+                            choices=OBJECTIVES)
+    pooling: str = option("mean", "the student's sentence vector", choices=POOLINGS)
+    epochs: int = option(4, "passes over the training data")
+    batch_size: int = option(16, "pairs per step")
+    lr: float = option(2e-5, "peak learning rate")
+    warmup: float = option(0.1, "share of steps for linear warm-up (then linear decay)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_tasks([self.task])
+        if not self.teachers:
+            raise ConfigError("DvBERT needs at least one trained cross-encoder teacher (--teacher PATH)")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"--objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        check_warmup(self.warmup)
+
+
+class DistillBatches:
+    """PairBatches whose labels are teacher-annealed targets, shape [B, teachers, 2]; with ``as_score`` the
+    positive-class target averaged over teachers, shape [B] (for CoSENT)."""
+
+    def __init__(self, pairs, gold, teacher_probs, epochs, as_score=False):
+        self.pairs, self.gold, self.teacher_probs = pairs, gold.astype("int64"), teacher_probs
+        self.n, self.total, self.as_score = pairs.n, epochs * len(pairs), as_score
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def epoch(self, seed, epoch, start_step=0):
+        onehot = np.eye(2, dtype="float32")
+        for step, x, index in self.pairs.epoch(seed, epoch, start_step):
+            lam = (epoch * len(self.pairs) + step) / max(self.total - 1, 1)
+            index = index.astype("int64")
+            targets = lam * onehot[self.gold[index]][:, None, :] + (1 - lam) * self.teacher_probs[index]
+            if self.as_score:
+                targets = targets[:, :, 1].mean(axis=1)
+            yield step, x, targets.astype("float32")
+
+
+def predict_teachers(teachers, train, cache_path, progress=True):
+    """Positive/negative probabilities of each softmax CrossEncoder on the train pairs -> [N, T, 2]; cached at
+    ``cache_path`` (atomically), keyed by the sha256 of each teacher's files and of the train pairs."""
+    def fingerprint(path):
+        path = resolve(path)
+        files = [path] if not os.path.isdir(path) else sorted(os.path.join(r, f) for r, _, fs in os.walk(path)
+                                                             for f in fs)
+        return hashlib.sha256("".join(sha256_of(f) for f in files).encode()).hexdigest()
+
+    data = hashlib.sha256("\n".join(f"{a}\t{b}\t{y}" for a, b, y in zip(train.texts_a, train.texts_b, train.labels))
+                          .encode()).hexdigest()
+    key = np.array([fingerprint(path) for path in teachers] + [data])
+    if os.path.exists(cache_path):
+        with np.load(cache_path) as cached:
+            if list(cached["key"]) == list(key):
+                return cached["probs"]
+    pairs = list(zip(train.texts_a, train.texts_b))
+    probs = []
+    for path in teachers:
+        teacher = CrossEncoder.from_preset(path)
+        if teacher.head != "softmax":
+            raise ConfigError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
+        p1 = teacher.predict(pairs, batch_size=128, show_progress_bar=progress)
+        probs.append(np.stack([1 - p1, p1], axis=1))
+        log.info("teacher %s: train accuracy %.2f", path, 100 * np.mean((p1 > 0.5) == train.labels))
+    probs = np.stack(probs, axis=1).astype("float32")
+    with atomic_file(cache_path, "wb") as f:
+        np.savez(f, key=key, probs=probs)
+    return probs
+
+
+def run(config: DvBERTConfig):
+    t0 = time.time()
+    checkpoint, output = start(config, f"{config.task}_dvbert")
+    data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train), config.limit_eval)
+    if not np.all(np.isin(data["train"].labels, (0, 1))):
+        raise ConfigError(f"DvBERT here handles binary labels; {config.task} train has other values")
+    teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
+                                     config.progress)
+    keras.utils.set_random_seed(config.seed)  # the teachers' pass must not shift the student's random stream
+
+    student = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
+                        np.arange(len(data["train"]), dtype="float32"))
+    cosent = config.objective.startswith("cosent")
+    batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
+    trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
+    trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, batches.total)),
+                    loss=CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss(),
+                    jit_compile=config.jit_compile)
+    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed,
+              evaluator=SpearmanEvaluator(data["valid"]), model=student, save_every=config.save_every,
+              show_progress=config.progress, metadata={"job": "dvbert", "objective": config.objective,
+                                                       "teachers": list(config.teachers)})
+
+    scores = evaluate_task(SentenceEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
+    return report(config, checkpoint, output, run, data, scores, t0)
+
+
+def report(config, checkpoint, output, run, data, scores, t0):
+    """Write results.json and results.md of a DvBERT run (``scores`` from ``evaluate_task``)."""
+    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
+               "data_files": data_files(data), "epochs": run.history, "best_epoch": run.best_epoch,
+               "train_seconds": run.train_seconds, "seconds": time.time() - t0, **scores}
+    markdown = table(["task", "student", "teachers", "test Spearman", "test accuracy [95% CI]"],
+                     [(config.task, f"DvBERT ({config.objective}, {config.pooling})", len(config.teachers),
+                       scores["test_spearman"], accuracy_cell(scores))])
+    return write_results(output, results, markdown + "\n\n" + history_table(run.history, "valid_spearman"))

@@ -1,0 +1,138 @@
+"""Mirror-BERT / SimCSE job: an unsupervised sentence encoder from two views of each sentence (a random
+character span masked in one copy, Mirror-BERT; dropout alone, SimCSE) and InfoNCE over the batch; zero-shot test
+Spearman before and after."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import keras
+import numpy as np
+
+from ..config import option
+from ..data import load_task, resolve_data_dir
+from ..errors import ConfigError
+from ..evaluation import SpearmanEvaluator
+from ..losses import InBatchSoftmaxLoss
+from ..models.bi_encoder import SentenceEncoder
+from ..paths import DEFAULT_PRESET
+from ..train import fit
+from ..train.results import history_table, table, write_results
+from .common import POOLINGS
+
+EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
+
+
+@dataclasses.dataclass
+class MirrorBertConfig:
+    """Mirror-BERT / SimCSE unsupervised sentence encoder."""
+
+    start: str | None = option(None, "checkpoint to start from (default: the embedded preset)", flag="--from")
+    sentences: str | None = option(None, "a text file, one sentence per line (default: 10k random train-split "
+                                         "texts of LCQMC, BQ and STS-B)")
+    pooling: str = option("mean", "sentence vector", choices=POOLINGS)
+    k: int = option(5, "characters of the span to mask; 0 = SimCSE (dropout only)")
+    min_chars: int = option(6, "leave shorter strings unmasked (the original: 30)")
+    temperature: float = option(0.04, "InfoNCE temperature")
+    batch_size: int = option(200, "sentences per step")
+    maxlen: int = option(50, "tokens per sentence (batches are padded to it, as the original)")
+    lr: float = option(2e-5, "learning rate (AdamW)")
+    epochs: int = option(1, "passes over the sentences")
+    dropout: float = option(0.1, "dropout of the encoder while training")
+    data_dir: str | None = option(None, "where the tasks' files are")
+    output: str = option("runs/mirror", "run folder")
+    seed: int = option(42, "random seed")
+    jit_compile: bool = option(True, "train without XLA compilation")
+    progress: bool = option(True, "no progress bars")
+
+    def __post_init__(self):
+        if self.k < 0 or self.batch_size < 2 or self.temperature <= 0:
+            raise ConfigError("--k must be >= 0, --batch-size >= 2 and --temperature > 0")
+
+
+def span_mask(text, k=5, min_chars=30, rng=None):
+    """Mirror-BERT input augmentation: replace a random span of ``k`` characters by one ``[MASK]``.
+
+    The original leaves strings shorter than ``min_chars`` = 30 characters intact, which for Chinese means
+    almost every LCQMC/BQ sentence; zoo makes the guard a parameter (its Mirror-BERT job uses ``min_chars=k+1``).
+    The span is cut by position (the original cut at the first occurrence of the substring, a quirk)."""
+    if k <= 0 or len(text) <= k or len(text) < min_chars:
+        return text
+    rng = rng or np.random.default_rng()
+    i = int(rng.integers(0, len(text) - k))
+    return text[:i] + "[MASK]" + text[i + k:]
+
+
+class MirrorBatches:
+    """Sentences -> [N originals; N augmented copies] rows (Mirror-BERT; SimCSE when ``k=0``: dropout only)."""
+
+    def __init__(self, tokenizer, sentences, batch_size=200, maxlen=50, k=5, min_chars=6, pad_to_maxlen=True):
+        self.tok, self.sentences, self.batch_size, self.maxlen = tokenizer, list(sentences), batch_size, maxlen
+        self.k, self.min_chars, self.pad_to_maxlen = k, min_chars, pad_to_maxlen
+        self.n = len(self.sentences) // batch_size * batch_size  # drop_last, as the original
+
+    def __len__(self):
+        return self.n // self.batch_size
+
+    def epoch(self, seed, epoch, start_step=0):
+        order = np.random.default_rng([seed, epoch]).permutation(len(self.sentences))
+        for step in range(start_step, len(self)):
+            rng = np.random.default_rng([seed, epoch, step])
+            texts = [self.sentences[i] for i in order[step * self.batch_size:(step + 1) * self.batch_size]]
+            views = texts + [span_mask(t, self.k, self.min_chars, rng) for t in texts]
+            x = self.tok(views, maxlen=self.maxlen, pad_to=self.maxlen if self.pad_to_maxlen else None)
+            yield step, x, np.zeros(len(texts), "float32")
+
+
+def available_tasks(data_dir):
+    """{task: data folder} of the evaluation tasks that can be found."""
+    tasks = {}
+    for task in EVAL_TASKS:
+        try:
+            tasks[task] = resolve_data_dir(task, data_dir)
+        except FileNotFoundError:
+            pass
+    return tasks
+
+
+def training_sentences(config, tasks):
+    """--sentences (one per line), or 10,000 random train-split texts of ``tasks``."""
+    if config.sentences:
+        with open(config.sentences, encoding="utf-8") as f:
+            return [line.strip() for line in f if line.strip()]
+    texts = [t for task, folder in tasks.items() for t in load_task(task, "train", folder).texts]
+    rng = np.random.default_rng(config.seed)
+    return [texts[i] for i in rng.choice(len(texts), min(10_000, len(texts)), replace=False)]
+
+
+def run(config: MirrorBertConfig):
+    t0 = time.time()
+    start = config.start or DEFAULT_PRESET
+    tasks = available_tasks(config.data_dir)
+    sentences = training_sentences(config, tasks)
+    keras.utils.set_random_seed(config.seed)
+    encoder = SentenceEncoder.from_preset(start, pooling=config.pooling, maxlen=config.maxlen, dropout=config.dropout)
+    batches = MirrorBatches(encoder.tokenizer, sentences, config.batch_size, config.maxlen, config.k,
+                            config.min_chars)
+    trainer = encoder.trainer()
+    trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
+                    loss=InBatchSoftmaxLoss(config.temperature), jit_compile=config.jit_compile)
+    tests = {task: load_task(task, "test", folder) for task, folder in tasks.items()}
+    before = {t: SpearmanEvaluator(d)(encoder)["spearman"] for t, d in tests.items()}
+    valid = load_task("LCQMC", "valid", tasks.get("LCQMC") or resolve_data_dir("LCQMC", config.data_dir))
+    run = fit(trainer, batches, config.output, epochs=config.epochs, seed=config.seed,
+              evaluator=SpearmanEvaluator(valid), model=encoder, save_every=1000, show_progress=config.progress,
+              unit="sent", metadata={"job": "mirror-bert" if config.k else "simcse"})
+    after = {t: SpearmanEvaluator(d)(SentenceEncoder.from_preset(run.model_dir))["spearman"] for t, d in tests.items()}
+    return report(config, start, sentences, run, before, after, t0)
+
+
+def report(config, start, sentences, run, before, after, t0):
+    """results.json and results.md: zero-shot test Spearman before and after, per task."""
+    markdown = table(["task", "zero-shot test Spearman before", "after"], [(t, before[t], after[t]) for t in before])
+    return write_results(config.output, {
+        "config": {**dataclasses.asdict(config), "start": start, "sentences": len(sentences)},
+        "zero_shot_test_spearman_before": before, "zero_shot_test_spearman_after": after,
+        "epochs": run.history, "train_seconds": run.train_seconds, "seconds": time.time() - t0},
+        markdown + "\n\n" + history_table(run.history, "valid_spearman"))

@@ -1,0 +1,181 @@
+"""Pretraining job: continue pretraining a checkpoint (or train one from scratch) with MLM (+NSP), TaCL or TACO
+on raw text plus the train-split texts of the tasks; every ``eval_every`` steps the masked-token accuracy on
+held-out examples picks the best backbone (the start included), saved as a preset in OUTPUT/model."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import keras
+import numpy as np
+
+from ..backbone import BertBackbone
+from ..config import option
+from ..corpus import anisotropy_sentences, read_corpus, task_documents, unique_documents
+from ..errors import ConfigError
+from ..evaluation import Evaluator, token_self_similarity
+from ..logs import log
+from ..masking import PretrainingBatches, PretrainingExamples
+from ..models.pretrainer import OBJECTIVES, build_pretrainer
+from ..paths import DATA_DIR, DEFAULT_PRESET
+from ..presets import save_preset
+from ..tokenizer import Tokenizer
+from ..train import WarmupLinear, fit
+from ..train.results import table, write_results
+from .common import check_tasks
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """MLM / TaCL / TACO pretraining of a BERT backbone."""
+
+    objective: str = option("mlm", "mlm: masked LM (+NSP); tacl: + token contrast with a frozen teacher; taco: + "
+                                   "token-alignment contrast", choices=OBJECTIVES)
+    start: str | None = option(None, f"checkpoint to continue from (default: {DEFAULT_PRESET})", flag="--from")
+    config: tuple = option((), "L,H,A: train a new backbone from scratch (the vocabulary of --from)")
+    corpus: tuple = option((), "corpus files or folders (default: ../shared/data/corpus)")
+    task_texts: tuple = option(("LCQMC", "BQ", "STS-B"), "tasks whose train-split texts join the corpus")
+    data_dir: str | None = option(None, "where the tasks' files are (as for the task jobs)")
+    wwm: bool = option(False, "whole-word masking with jieba")
+    nsp: bool = option(True, "no next-sentence prediction: single chunks")
+    steps: int = option(1000, "training steps")
+    eval_every: int = option(200, "steps between held-out evaluations (one 'epoch' each)")
+    batch_size: int = option(32, "sequences per step")
+    maxlen: int = option(128, "tokens per sequence")
+    lr: float = option(1e-4, "peak learning rate (AdamW, 10% warm-up, linear decay)")
+    limit_docs: int | None = option(None, "a random sample of N documents")
+    output: str = option("runs/pretrain", "run folder (rerun to resume)")
+    seed: int = option(42, "random seed")
+    save_every: int = option(200, "steps between checkpoints")
+    jit_compile: bool = option(True, "train without XLA compilation")
+    progress: bool = option(True, "no progress bars")
+
+    def __post_init__(self):
+        if self.steps < 1 or self.eval_every < 1 or self.batch_size < 1:
+            raise ConfigError("--steps, --eval-every and --batch-size must be >= 1")
+        self.eval_every = min(self.eval_every, self.steps)  # --steps 5: five steps, one evaluation
+        if self.steps % self.eval_every:
+            raise ConfigError(f"--steps ({self.steps}) must be a multiple of --eval-every ({self.eval_every}), "
+                              f"e.g. --eval-every {self.steps} for a single evaluation at the end")
+        if self.config and len(self.config) != 3:
+            raise ConfigError(f"--config is L,H,A (layers, hidden size, heads), got {','.join(self.config)}")
+        if self.config and self.start:
+            raise ConfigError("give --from (continue) or --config (from scratch), not both")
+        if self.task_texts:
+            check_tasks(self.task_texts, "--task-texts")
+
+
+class MaskedTokenEvaluator(Evaluator):
+    """Masked-token accuracy (x100) of a pretrainer on fixed batches of held-out examples, which training never
+    draws (the same masks at every call)."""
+
+    name = ""
+    primary_metric = "masked_accuracy"
+
+    def __init__(self, pretrainer, batches, seed=12345, steps=4):
+        if not len(batches.held_out):
+            raise ConfigError("no held-out examples to measure masked-token accuracy on (the corpus is too small)")
+        self.pretrainer, self.batches, self.seed, self.steps = pretrainer, batches, seed, steps
+
+    def __call__(self, model=None):
+        accs = []
+        for step in range(self.steps):
+            rng = np.random.default_rng([self.seed, step])
+            index = self.batches.held_out[rng.integers(0, len(self.batches.held_out), self.batches.batch_size)]
+            accs.append(float(np.asarray(self.pretrainer.predict_on_batch(self.batches.batch(rng, index)))[1]))
+        return {"masked_accuracy": 100 * float(np.mean(accs))}
+
+
+class BackbonePreset:
+    """The backbone and its tokenizer as the engine saves them: ``save(path)`` writes a preset."""
+
+    def __init__(self, backbone, tokenizer, metadata):
+        self.backbone, self.tokenizer, self.metadata = backbone, tokenizer, metadata
+
+    def save(self, path, metadata=None):
+        save_preset(self.backbone, self.tokenizer, path, {**self.metadata, **(metadata or {})})
+
+
+def documents(config):
+    """The pretraining text: the corpus plus the tasks' train-split texts, de-duplicated (a random sample with
+    ``limit_docs``, so that it spans all sources)."""
+    corpus = list(config.corpus) or [os.path.normpath(os.path.join(DATA_DIR, "..", "..", "shared", "data", "corpus"))]
+    docs = unique_documents(read_corpus(corpus) + task_documents(config.task_texts, config.data_dir))
+    if config.limit_docs is not None:
+        docs = [docs[i] for i in np.random.default_rng(config.seed).permutation(len(docs))[:config.limit_docs]]
+    return corpus, docs
+
+
+def run(config: PretrainConfig):
+    t0 = time.time()
+    os.makedirs(config.output, exist_ok=True)
+    corpus, docs = documents(config)
+    keras.utils.set_random_seed(config.seed)
+    start = config.start or DEFAULT_PRESET
+    tokenizer = Tokenizer.from_preset(start)
+    if config.config:
+        layers, hidden, heads = (int(v) for v in config.config)
+        backbone = BertBackbone(tokenizer.vocab_size, layers, heads, hidden, 4 * hidden, with_mlm=True,
+                                output_hidden_states=config.objective == "taco")
+    else:
+        backbone = BertBackbone.from_preset(start, with_mlm=True, output_hidden_states=config.objective == "taco")
+    teacher = BertBackbone.from_preset(start) if config.objective == "tacl" else None
+    examples = PretrainingExamples(tokenizer, docs, maxlen=config.maxlen, nsp=config.nsp, wwm=config.wwm,
+                                   seed=config.seed)
+    log.info("%d documents -> %d examples", len(docs), len(examples.examples))
+    epochs = config.steps // config.eval_every
+    batches = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
+    trainer = build_pretrainer(backbone, config.objective, config.nsp, teacher)
+    trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1 * config.steps), config.steps),
+                                                     weight_decay=0.01, clipnorm=1.0),
+                    loss=lambda y, p: p[0], jit_compile=config.jit_compile)
+
+    probe = anisotropy_sentences(docs, seed=config.seed)
+    anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}
+    best_model = BackbonePreset(backbone, tokenizer, {"job": f"pretrain-{config.objective}", "wwm": config.wwm})
+    run = fit(trainer, batches, config.output, epochs=epochs, seed=config.seed,
+              evaluator=MaskedTokenEvaluator(trainer, batches), model=best_model, save_every=config.save_every,
+              show_progress=config.progress, unit="seq")
+    return report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0)
+
+
+def report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0):
+    """Anisotropy of the best model, loss.png, results.json and results.md of a pretraining run."""
+    anisotropy["best"] = token_self_similarity(BertBackbone.from_preset(run.model_dir), tokenizer, probe)
+    plot_curve(run.history, os.path.join(config.output, "loss.png"), f"{config.objective} pretraining")
+    markdown = table(["round", "step", "masked-token accuracy %", "train loss (epoch mean)"],
+                     [(h["epoch"], h["epoch"] * config.eval_every, h["masked_accuracy"], h["train_loss"])
+                      for h in run.history])
+    markdown += (f"\n\nanisotropy ({len(probe)} sentences of the pretraining text; mean token cosine): "
+                 f"start intra {anisotropy['start']['intra']:.3f} inter {anisotropy['start']['inter']:.3f}, "
+                 f"best intra {anisotropy['best']['intra']:.3f} inter {anisotropy['best']['inter']:.3f}")
+    return write_results(config.output, {
+        "config": {**dataclasses.asdict(config), "start": config.start or DEFAULT_PRESET, "corpus": corpus,
+                   "documents": len(docs), "examples": len(examples.examples)},
+        "curve": run.history, "best": run.best, "anisotropy": anisotropy,
+        "train_seconds": run.train_seconds, "seconds": time.time() - t0}, markdown)
+
+
+def plot_curve(history, path, title):
+    """loss.png: training loss and held-out masked-token accuracy per evaluation round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    trained = [h for h in history if h["train_loss"] is not None]
+    ax.plot([h["epoch"] for h in trained], [h["train_loss"] for h in trained], "o-", label="train loss (mean)")
+    ax.set_xlabel("evaluation round")
+    ax.set_ylabel("loss")
+    ax2 = ax.twinx()
+    ax2.plot([h["epoch"] for h in history], [h["masked_accuracy"] for h in history], "s--", color="C1",
+             label="masked-token accuracy %")
+    ax2.set_ylabel("masked accuracy %")
+    ax.set_title(title)
+    fig.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

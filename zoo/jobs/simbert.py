@@ -1,0 +1,163 @@
+"""SimBERT job: one UniLM-masked BERT learns to generate a similar sentence (seq2seq cross-entropy on the target
+tokens) and to retrieve it (in-batch similarity of the [CLS] vectors), jointly, on groups of similar sentences:
+JSON lines ``{"text": ..., "synonyms": [...]}``, or by default the connected components of the positive pairs of
+the tasks' train splits. Kept by LCQMC valid Spearman of the retrieval head, or by the joint loss on groups of
+LCQMC valid positives; reports the retrieval head's test Spearman and ``gen_synonyms`` samples."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+
+import keras
+import numpy as np
+
+from ..config import option
+from ..data import groups_from_positive_pairs, load_splits, load_task, read_synonym_groups, resolve_data_dir
+from ..errors import ConfigError
+from ..evaluation import LossEvaluator, SpearmanEvaluator
+from ..logs import batch_length, log
+from ..losses import passthrough_loss
+from ..models.simbert import SimBERT
+from ..paths import sha256_of
+from ..train import fit
+from ..train.results import history_table, table, write_results
+from .common import TrainOptions, check_tasks, start
+
+SENTENCE_SEPARATORS = "\n。！？!?；;，, "
+
+
+@dataclasses.dataclass
+class SimBERTConfig(TrainOptions):
+    """Train SimBERT (UniLM seq2seq + in-batch similarity)."""
+
+    groups: str | None = option(None, 'JSON lines {"text": ..., "synonyms": [...]} (default: groups of the train '
+                                      "positives of --tasks)")
+    tasks: tuple = option(("LCQMC", "BQ"), "tasks whose train positives form the default groups")
+    batch_size: int = option(64, "groups (pairs) per step; each pair gives two rows")
+    maxlen: int = option(32, "tokens per sentence")
+    lr: float = option(5e-5, "learning rate (AdamW)")
+    weight_decay: float = option(0.01, "AdamW weight decay")
+    simplified_vocab: bool = option(True, "keep the checkpoint's whole vocabulary (default: slim it as SimBERT "
+                                          "did)", flag="--full-vocab")
+    limit_groups: int | None = option(None, "train on the first N groups only")
+    select: str = option("retrieval", "keep the epoch with the best LCQMC valid Spearman (retrieval), or the "
+                                      "lowest joint loss on LCQMC valid positives (loss)", choices=("retrieval", "loss"))
+    eval_tasks: tuple = option(("LCQMC", "BQ", "STS-B"), "tasks whose test split the retrieval head is scored on")
+    samples: tuple = option(("微信和支付宝哪个好", "怎么开通花呗", "今天天气怎么样", "我想买一部手机"),
+                            "texts to show gen_synonyms samples for")
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_tasks(self.tasks, "--tasks")
+        check_tasks(self.eval_tasks, "--eval-tasks")
+        if self.select not in ("retrieval", "loss"):
+            raise ConfigError(f"--select must be 'retrieval' or 'loss', got {self.select!r}")
+
+
+def truncate_at_punctuation(text, maxchars):
+    """SimBERT's cut: a text over ``maxchars`` keeps its first clause that fits (split at 。！？；，...), else a hard cut."""
+    if len(text) <= maxchars:
+        return text
+    head = text[:maxchars]
+    cut = max(head.rfind(c) for c in SENTENCE_SEPARATORS)
+    return head[:cut].strip() or head if cut > 0 else head
+
+
+class SimBERTBatches:
+    """Groups of similar texts -> SimBERT batches: per group two distinct texts (a, b), both row orders
+    ``[CLS] a [SEP] b [SEP]`` and ``[CLS] b [SEP] a [SEP]`` next to each other. Fixed by (seed, epoch, step)."""
+
+    def __init__(self, tokenizer, groups, batch_size=64, maxlen=32):
+        self.tokenizer, self.groups, self.batch_size, self.maxlen = tokenizer, groups, batch_size, maxlen
+        self.n = len(groups)
+
+    def __len__(self):
+        return -(-self.n // self.batch_size)
+
+    def epoch(self, seed, epoch, start_step=0):
+        order = np.random.default_rng([seed, epoch]).permutation(self.n)
+        for step in range(start_step, len(self)):
+            rng = np.random.default_rng([seed, epoch, step])
+            rows = []
+            for g in order[step * self.batch_size:(step + 1) * self.batch_size]:
+                i, j = rng.choice(len(self.groups[g]), 2, replace=False)
+                a = truncate_at_punctuation(self.groups[g][i], self.maxlen - 2)
+                b = truncate_at_punctuation(self.groups[g][j], self.maxlen - 2)
+                rows.append(self.tokenizer.encode(a, b, maxlen=2 * self.maxlen))
+                rows.append(self.tokenizer.encode(b, a, maxlen=2 * self.maxlen))
+            batch = self.tokenizer.pad(rows, pad_to=batch_length(rows))
+            yield step, batch, np.zeros(len(rows) // 2, "float32")
+
+
+def training_groups(config):
+    """(groups, {name: path}) from --groups, or from the train positives of --tasks."""
+    if config.groups:
+        return read_synonym_groups(config.groups), {"groups": config.groups}
+    sources, files = [], {}
+    for task in config.tasks:
+        try:
+            d = load_task(task, "train", resolve_data_dir(task, config.data_dir))
+        except FileNotFoundError:
+            log.warning("no %s train split found: its positives are left out of the groups", task)
+            continue
+        if d.labels.max() > 1:
+            raise ConfigError(f"--tasks: {task} has graded labels; groups need 0/1 pairs")
+        sources.append(d)
+        files[f"{task}.train"] = d.path
+    return groups_from_positive_pairs(*sources), files
+
+
+def run(config: SimBERTConfig):
+    t0 = time.time()
+    checkpoint, output = start(config, "simbert")
+    groups, files = training_groups(config)
+    groups = groups[: config.limit_groups] if config.limit_groups else groups
+    if not groups:
+        raise ConfigError("no groups of similar sentences to train on")
+    log.info("%d groups of similar sentences (%d texts; sizes %s)", len(groups), sum(map(len, groups)),
+             dict(sorted(collections.Counter(map(len, groups)).items())[:8]))
+    valid = load_splits("LCQMC", config.data_dir, splits=("valid",))["valid"]
+    files["LCQMC.valid"] = valid.path
+
+    model = SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
+    trainer = model.loss_model()
+    trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=config.weight_decay),
+                    loss=passthrough_loss, jit_compile=config.jit_compile)
+    batches = SimBERTBatches(model.tokenizer, groups, config.batch_size, config.maxlen)
+    if config.select == "retrieval":
+        evaluator = SpearmanEvaluator(valid)
+    else:
+        valid_groups = SimBERTBatches(model.tokenizer, groups_from_positive_pairs(valid), config.batch_size,
+                                      config.maxlen)
+        evaluator = LossEvaluator(trainer, valid_groups)
+    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=model,
+              save_every=config.save_every, show_progress=config.progress, metadata={"job": "simbert"})
+
+    return report(config, checkpoint, output, run, groups, files, t0)
+
+
+def report(config, checkpoint, output, run, groups, files, t0):
+    """Score the best model's retrieval head on the test splits of ``eval_tasks``, sample ``gen_synonyms``, and
+    write results.json and results.md."""
+    best = SimBERT.from_preset(run.model_dir)
+    zero_shot = {}
+    for task in config.eval_tasks:
+        try:
+            test = load_task(task, "test", resolve_data_dir(task, config.data_dir))
+        except FileNotFoundError:
+            continue
+        files[f"{task}.test"] = test.path
+        zero_shot[task] = SpearmanEvaluator(test)(best)["spearman"]
+    samples = {text: best.gen_synonyms(text, n=100, k=5, seed=config.seed) for text in config.samples}
+    sizes = collections.Counter(map(len, groups))
+    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
+               "data_files": {k: {"path": v, "sha256": sha256_of(v)} for k, v in files.items()},
+               "groups": len(groups), "group_sizes": dict(sorted(sizes.items())), "epochs": run.history,
+               "best_epoch": run.best_epoch, "test_spearman_zero_shot": zero_shot, "gen_synonyms": samples,
+               "train_seconds": run.train_seconds, "seconds": time.time() - t0}
+    markdown = table(["task", "zero-shot test Spearman (retrieval head)"], list(zero_shot.items()))
+    markdown += "\n\n" + table(["input", "top gen_synonyms (cosine)"],
+                                [(text, "; ".join(f"{t} ({s:.2f})" for t, s in out)) for text, out in samples.items()])
+    return write_results(output, results, markdown + "\n\n" + history_table(run.history, run.metric))

@@ -1,0 +1,145 @@
+"""The base class of zoo's task models (SentenceEncoder, CrossEncoder, SimBERT).
+
+A ``Task`` is a functional Keras model around a ``BertBackbone`` that keeps its Python tokenizer with it (as
+assets inside ``.keras`` files, as ``vocab.txt`` in presets), loads from every supported form with one verb,
+``from_preset``, saves with ``save``, and runs text through the model in length-sorted batches.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+from keras import ops
+
+from ..backbone import backbone_inputs
+from ..errors import CheckpointError, ConfigError
+from ..logs import batch_length, batch_starts, log
+from ..paths import VOCAB_FILE
+from ..presets import load_saved, preset_class_name, save_preset
+
+
+class Task(keras.Model):
+    """Shared by zoo's task models: ``from_preset``, ``save``, tokenizer assets, batched prediction."""
+
+    # Attributes of a saved model that ``from_preset`` may change when loading it (others are fixed at training).
+    loadable_overrides = ("maxlen",)
+
+    # ------------------------------------------------------------------ loading and saving
+    @classmethod
+    def from_preset(cls, path, **kwargs):
+        """Load or build a ``cls`` from ``path``, whatever its form.
+
+        A zoo preset (folder or name), run folder or ``.keras`` file that holds a ``cls`` is loaded as saved,
+        tokenizer included (``maxlen=`` may still be changed). Anything else -- a Google TF1 folder or ckpt
+        prefix, a transformers folder, a backbone preset, or a preset of another task -- gives a new ``cls`` on
+        its backbone (and tokenizer), built with ``kwargs`` (e.g. ``pooling=`` for a SentenceEncoder).
+        """
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        stored = preset_class_name(path)
+        if stored == cls.__name__:
+            model = load_saved(path)
+            for key, value in kwargs.items():
+                if key in cls.loadable_overrides:
+                    setattr(model, key, value)
+                elif getattr(model, key, value) != value:
+                    raise ConfigError(f"{path} holds a {cls.__name__} saved with {key}={getattr(model, key)!r}; "
+                                      f"it cannot be loaded with {key}={value!r}")
+            return model
+        if stored not in (None, "BertBackbone"):
+            log.info("%s holds a %s: building a new %s on its backbone", path, stored, cls.__name__)
+        return cls._from_backbone_preset(path, **kwargs)
+
+    @classmethod
+    def _from_backbone_preset(cls, path, **kwargs):
+        raise NotImplementedError
+
+    @classmethod
+    def from_checkpoint(cls, path, **kwargs):
+        """Alias of ``from_preset`` (kept for one release)."""
+        return cls.from_preset(path, **kwargs)
+
+    @classmethod
+    def load(cls, path):
+        """Alias of ``from_preset`` for a saved ``cls`` only (kept for one release)."""
+        stored = preset_class_name(path)
+        if stored != cls.__name__:
+            raise TypeError(f"{path} holds a {stored or 'checkpoint'}, not a {cls.__name__}")
+        return cls.from_preset(path)
+
+    def save(self, path, metadata=None, **kwargs):
+        """``path`` ending in ``.keras``: a Keras file (tokenizer inside); otherwise a zoo preset folder."""
+        if str(path).endswith(".keras"):
+            return super().save(path, **kwargs)
+        return save_preset(self, self.tokenizer, path, metadata=metadata)
+
+    def _config(self, **fields):
+        return {"name": self.name, "trainable": self.trainable, **fields,
+                "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+    def save_assets(self, dir_path):
+        if getattr(self, "tokenizer", None) is not None:
+            self.tokenizer.save(dir_path)
+
+    def load_assets(self, dir_path):
+        from ..tokenizer import Tokenizer
+
+        if os.path.exists(os.path.join(dir_path, VOCAB_FILE)):
+            self.tokenizer = Tokenizer.from_preset(dir_path)
+
+    # ------------------------------------------------------------------ shared checks and inference
+    @property
+    def dim(self):
+        """Width of the backbone's vectors."""
+        return self.backbone.hidden_dim
+
+    def check_vocabulary(self, where=""):
+        """The tokenizer must have one id per token-embedding row of the backbone."""
+        if self.tokenizer is not None and self.tokenizer.vocab_size != self.backbone.vocabulary_size:
+            source = self.tokenizer.vocab_file or where or "the tokenizer"
+            raise CheckpointError(f"{source}: {self.tokenizer.vocab_size} tokens, but the model has "
+                                  f"{self.backbone.vocabulary_size} token-embedding rows (a vocabulary of another "
+                                  f"model, or a cut or edited vocab.txt)")
+
+    def _require_tokenizer(self):
+        if self.tokenizer is None:
+            raise ValueError(f"this {type(self).__name__} has no tokenizer; pass tokenizer= or load it with "
+                             f"{type(self).__name__}.from_preset")
+
+    def _predict_batch(self, batch):
+        if not self.compiled and not getattr(self, "_jit_chosen", False):
+            # XLA without compile(): compiling would attach an optimizer that then gets saved with the weights.
+            self.jit_compile = keras.backend.backend() != "torch"
+            self._jit_chosen = True
+        return self.predict_on_batch(batch)
+
+    def predict_rows(self, rows, batch_size=64, maxlen=None, show_progress_bar=None, unit="row"):
+        """Model outputs for (token ids, segment ids) rows, in input order -> float32 [n, ...].
+
+        Rows run longest first in batches padded to a multiple of 8 tokens, so little padding is computed and
+        XLA compiles few shapes."""
+        self._require_tokenizer()
+        order = np.argsort([-len(r[0]) for r in rows], kind="stable")
+        out = None
+        for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
+            index = order[start:start + batch_size]
+            batch = [rows[i] for i in index]
+            values = np.asarray(ops.convert_to_numpy(self._predict_batch(
+                self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen)))), dtype="float32")
+            if out is None:
+                out = np.zeros((len(rows),) + values.shape[1:], dtype="float32")
+            out[index] = values
+        return out
+
+    def trainer(self):
+        """An uncompiled functional wrapper to ``compile`` and ``fit`` (the model itself stays uncompiled, so no
+        optimizer is saved with its weights)."""
+        inputs = backbone_inputs()
+        return keras.Model(inputs, self(inputs), name=f"{self.name}_trainer")

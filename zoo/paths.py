@@ -1,0 +1,137 @@
+"""Where zoo keeps things and how it writes them (a leaf: imports only ``zoo.errors``).
+
+File names of every format zoo reads or writes, the embedded ``data/`` folder and its presets, ``resolve``
+(a path, a run folder's best model, or a preset name) and atomic writes: a file or folder is written under a
+temporary name and renamed into place, so a killed process never leaves a half-written target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+
+# zoo presets (``save_preset``): the Keras config of the model, its weights, and the tokenizer
+PRESET_CONFIG = "zoo_config.json"
+PRESET_WEIGHTS = "model.weights.h5"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+# checkpoints of other frameworks
+GOOGLE_CONFIG = "bert_config.json"
+HF_CONFIG = "config.json"
+# a training run folder (``zoo.train.fit``): the best model and the resumable state
+RUN_MODEL = "model"
+RUN_CHECKPOINT = "checkpoint"
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+
+DATA_DIR = os.environ.get("ZOO_DATA_DIR") or os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "data")
+PRESETS_DIR = os.path.join(DATA_DIR, "presets")
+DEFAULT_PRESET = "chinese_L-4_H-256_A-4"
+
+
+def available_presets():
+    """Names of the presets in ``PRESETS_DIR``."""
+    if not os.path.isdir(PRESETS_DIR):
+        return []
+    return sorted(d for d in os.listdir(PRESETS_DIR) if os.path.exists(os.path.join(PRESETS_DIR, d, PRESET_CONFIG)))
+
+
+def resolve(path):
+    """A path as given if it exists (or is a checkpoint prefix), a run folder's best model (``RUN/model``), or
+    the folder of a preset of that name."""
+    path = os.fspath(path)
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, PRESET_CONFIG)) \
+            and os.path.exists(os.path.join(path, RUN_MODEL, PRESET_CONFIG)):
+        return os.path.join(path, RUN_MODEL)
+    if os.path.exists(path) or os.path.exists(path + ".index"):
+        return path
+    if os.path.exists(path + ".old"):  # a replace_dir interrupted between its two renames
+        return path + ".old"
+    candidate = os.path.join(PRESETS_DIR, path)
+    if os.path.exists(os.path.join(candidate, PRESET_CONFIG)):
+        return candidate
+    raise FileNotFoundError(f"{path}: no such file or folder, and no zoo preset of that name "
+                            f"(presets in {PRESETS_DIR}: {available_presets()})")
+
+
+# ---------------------------------------------------------------------------------- atomic writes
+def temporary_name(path):
+    return f"{os.fspath(path)}.tmp-{os.getpid()}"
+
+
+def replace_dir(tmp, target):
+    """Move a finished folder ``tmp`` to ``target``, replacing any old one; never leaves a half-written target
+    (``resolve`` finds ``target.old`` if a kill falls between the two renames)."""
+    old = target + ".old"
+    if os.path.exists(old):
+        shutil.rmtree(old)
+    if os.path.exists(target):
+        os.rename(target, old)
+    os.rename(tmp, target)
+    if os.path.exists(old):
+        shutil.rmtree(old)
+
+
+@contextlib.contextmanager
+def atomic_dir(target):
+    """``with atomic_dir(target) as tmp:`` write into ``tmp``; on success it replaces ``target`` in one rename,
+    on an error it is removed and ``target`` is untouched."""
+    target = os.path.abspath(os.fspath(target))
+    tmp = temporary_name(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_dir(tmp, target)
+
+
+@contextlib.contextmanager
+def atomic_file(path, mode="w"):
+    """``with atomic_file(path) as f:`` write; the file appears at ``path`` only when the block succeeds."""
+    tmp = temporary_name(path)
+    try:
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def write_json_atomic(path, obj):
+    with atomic_file(path) as f:
+        json.dump(obj, f, indent=1, ensure_ascii=False, default=_json_default)
+        f.write("\n")
+
+
+def write_text_atomic(path, text):
+    with atomic_file(path) as f:
+        f.write(text)
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,155 @@
+"""The served model: a SavedModel version folder, its signatures, input checks and TF Serving's status and
+metadata answers. Protocol-free: REST and gRPC both call ``ServedModel.predict``."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import ZooError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+class RequestError(ZooError, ValueError):
+    """A bad request (HTTP 400, gRPC INVALID_ARGUMENT)."""
+
+
+class NotFound(ZooError, LookupError):
+    """An unknown model, version, signature or route (HTTP 404, gRPC NOT_FOUND)."""
+
+
+def find_version(model_dir):
+    """(version, path) of the SavedModel to serve: ``model_dir`` itself if it holds ``saved_model.pb``
+    (version = its folder name if numeric, else 1), else its highest numeric sub-folder (TF Serving's
+    ``<base>/<name>/<version>`` layout)."""
+    model_dir = os.path.abspath(os.fspath(model_dir))
+    if os.path.exists(os.path.join(model_dir, "saved_model.pb")):
+        name = os.path.basename(model_dir)
+        return (int(name) if name.isdigit() else 1), model_dir
+    versions = sorted(int(d) for d in (os.listdir(model_dir) if os.path.isdir(model_dir) else [])
+                      if d.isdigit() and os.path.exists(os.path.join(model_dir, d, "saved_model.pb")))
+    if not versions:
+        raise FileNotFoundError(f"{model_dir}: no SavedModel (expected {model_dir}/saved_model.pb or "
+                                f"{model_dir}/<version>/saved_model.pb, as written by `zoo export`)")
+    return versions[-1], os.path.join(model_dir, str(versions[-1]))
+
+
+class Signature:
+    """One signature of the loaded SavedModel: its inputs {name: (dtype, rank)} and output names.
+
+    ``batchable``: string inputs and outputs whose shape past the batch axis is fixed (``embedding``
+    [batch, H]), so requests can be merged and split without their answers depending on each other
+    (``tokenize``'s [batch, length] outputs would carry the merged batch's padding).
+    """
+
+    def __init__(self, name, fn):
+        import tensorflow as tf
+
+        self.name, self.fn = name, fn
+        specs = fn.structured_input_signature[1]
+        self.inputs = {k: (s.dtype, s.shape.rank) for k, s in sorted(specs.items())}
+        self.outputs = sorted(fn.structured_outputs)
+        self.strings_in = all(dtype == tf.string for dtype, _ in self.inputs.values())
+        self.batchable = self.strings_in and all(s.shape[1:].is_fully_defined()
+                                                 for s in fn.structured_outputs.values())
+
+    def __call__(self, arrays):
+        import tensorflow as tf
+
+        try:
+            out = self.fn(**{k: tf.constant(v, dtype=self.inputs[k][0]) for k, v in arrays.items()})
+        except tf.errors.InvalidArgumentError as e:
+            raise RequestError(f"the model rejected the input: {_tf_error_text(e.message)}") from None
+        return {k: v.numpy() for k, v in out.items()}
+
+
+class ServedModel:
+    """One loaded version: ``signatures`` by name, limits on what a request may hold, and the answers TF
+    Serving gives about it (status, metadata)."""
+
+    def __init__(self, name, version, path, max_request_batch=256, max_chars=4096):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer graph uses)
+
+        self.name, self.version, self.path = name, version, path
+        self.max_request_batch, self.max_chars = max_request_batch, max_chars
+        self._module = tf.saved_model.load(path)
+        self.signatures = {k: Signature(k, fn) for k, fn in self._module.signatures.items()}
+        if "serving_default" not in self.signatures:
+            raise ValueError(f"{path}: the SavedModel has no serving_default signature")
+        for sig in self.signatures.values():  # warm-up: the first call of a loaded function is slow
+            if sig.strings_in:
+                sig({k: np.array([b"warm up"], object) for k in sig.inputs})
+
+    def check_model(self, name, version=None):
+        if name != self.name:
+            raise NotFound(f"Servable not found for request: model {name!r} (this server has {self.name!r})")
+        if version is not None and int(version) != self.version:
+            raise NotFound(f"Servable not found for request: {name} version {version} "
+                           f"(version {self.version} is loaded)")
+
+    def status(self, name, version=None):
+        """TF Serving's GetModelStatus answer as a dict."""
+        self.check_model(name, version)
+        return {"model_version_status": [{"version": str(self.version), "state": "AVAILABLE",
+                                          "status": {"error_code": "OK", "error_message": ""}}]}
+
+    def signature(self, name):
+        name = name or "serving_default"
+        if name not in self.signatures:
+            raise RequestError(f"signature {name!r} not found; this model has {sorted(self.signatures)}")
+        return self.signatures[name]
+
+    def metadata(self, name, version=None):
+        """The SignatureDefs of the served SavedModel (TF Serving's GetModelMetadata)."""
+        from tensorflow.core.protobuf import saved_model_pb2
+
+        self.check_model(name, version)
+        proto = saved_model_pb2.SavedModel()
+        with open(os.path.join(self.path, "saved_model.pb"), "rb") as f:
+            proto.ParseFromString(f.read())
+        return proto.meta_graphs[0].signature_def
+
+    def check_inputs(self, sig, arrays):
+        """Checks names, types, batch size and text lengths; returns the batch size."""
+        import tensorflow as tf
+
+        if set(arrays) != set(sig.inputs):
+            raise RequestError(f"signature {sig.name!r} takes inputs {sorted(sig.inputs)}, got {sorted(arrays)}")
+        sizes = set()
+        for key, a in arrays.items():
+            dtype, rank = sig.inputs[key]
+            if a.ndim != rank:
+                raise RequestError(f"input {key!r} must have rank {rank} (a batch of "
+                                   f"{'strings' if dtype == tf.string else 'rows'}), got shape {list(a.shape)}")
+            if dtype == tf.string:
+                for i, v in enumerate(a):
+                    if not isinstance(v, bytes):
+                        raise RequestError(f"input {key!r}[{i}] must be a string, got {type(v).__name__}")
+                    try:
+                        n = len(v.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        raise RequestError(f"input {key!r}[{i}] is not valid UTF-8") from None
+                    if n > self.max_chars:
+                        raise RequestError(f"input {key!r}[{i}] has {n} characters; the limit is {self.max_chars}")
+            elif a.dtype.kind not in "iu" or (a.size and (a.min() < INT32_MIN or a.max() > INT32_MAX)):
+                raise RequestError(f"input {key!r} must hold int32 integers, got {a.dtype}")
+            sizes.add(len(a))
+        if len(sizes) != 1:
+            raise RequestError(f"inputs have different batch sizes: {sorted(sizes)}")
+        rows = sizes.pop()
+        if rows == 0:
+            raise RequestError("empty batch: send at least one instance")
+        if rows > self.max_request_batch:
+            raise RequestError(f"batch of {rows} instances; the limit is {self.max_request_batch} per request")
+        return rows
+
+
+def _tf_error_text(message):
+    """The informative line of a TF runtime error ("indices[0,0] = 99999 is not in [0, 21128)")."""
+    lines = [line.strip() for line in message.splitlines()]
+    useful = [line for line in lines
+              if line and not line.startswith(("Graph execution error", "Detected at node", "<stack", "[["))]
+    return (useful or lines or [""])[0]

@@ -1,0 +1,157 @@
+"""TF Serving's REST API on Starlette (served by uvicorn): routes, request bodies in the row (``instances``) and
+columnar (``inputs``) formats, and errors as JSON with TF Serving's status codes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from ..logs import log
+from .model import NotFound, RequestError
+
+ROUTE = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+))?(?:(:predict)|(/metadata))?$")
+
+
+class BodyError(Exception):
+    """A request body refused before it is read (HTTP 411 / 413)."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def parse_predict(model, body):
+    """A REST predict body (bytes) -> (signature, {input: numpy array}, row format?)."""
+    try:
+        request = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RequestError(f"malformed JSON: {e}") from None
+    if not isinstance(request, dict):
+        raise RequestError("the request must be a JSON object with 'instances' or 'inputs'")
+    unknown = set(request) - {"instances", "inputs", "signature_name"}
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}; use 'instances' or 'inputs' "
+                           f"(and optionally 'signature_name')")
+    if ("instances" in request) == ("inputs" in request):
+        raise RequestError("send exactly one of 'instances' (row format) or 'inputs' (columnar format)")
+    signature_name = request.get("signature_name")
+    if signature_name is not None and not isinstance(signature_name, str):
+        raise RequestError("'signature_name' must be a string")
+    sig = model.signature(signature_name)
+    names = list(sig.inputs)
+    if "instances" in request:
+        instances = request["instances"]
+        if not isinstance(instances, list):
+            raise RequestError("'instances' must be a list")
+        columns = {k: [] for k in names}
+        for i, inst in enumerate(instances):
+            if not isinstance(inst, dict):
+                if len(names) > 1:
+                    raise RequestError(f"instances[{i}] must be an object with keys {names}")
+                inst = {names[0]: inst}
+            elif set(inst) != set(names):
+                raise RequestError(f"instances[{i}] has keys {sorted(inst)}; signature {sig.name!r} takes {names}")
+            for k in names:
+                columns[k].append(inst[k])
+    else:
+        columns = request["inputs"]
+        if isinstance(columns, dict):
+            if set(columns) != set(names):
+                raise RequestError(f"'inputs' has keys {sorted(columns)}; signature {sig.name!r} takes {names}")
+        elif len(names) == 1:
+            columns = {names[0]: columns}
+        else:
+            raise RequestError(f"'inputs' must be an object with keys {names}")
+    return sig, {k: json_column(k, v, sig.inputs[k][0]) for k, v in columns.items()}, "instances" in request
+
+
+def format_outputs(out, row_format):
+    """Model outputs -> TF Serving's ``predictions`` (row format) or ``outputs`` (columnar) answer."""
+    if row_format:
+        if len(out) == 1:
+            return {"predictions": next(iter(out.values())).tolist()}
+        n = len(next(iter(out.values())))
+        return {"predictions": [{k: v[i].tolist() for k, v in out.items()} for i in range(n)]}
+    if len(out) == 1:
+        return {"outputs": next(iter(out.values())).tolist()}
+    return {"outputs": {k: v.tolist() for k, v in out.items()}}
+
+
+def json_column(key, values, dtype):
+    """A JSON list -> numpy array for one input: UTF-8 bytes for strings, int64 for integers."""
+    import tensorflow as tf
+
+    if not isinstance(values, list):
+        raise RequestError(f"input {key!r} must be a list (one value per instance)")
+    if dtype == tf.string:
+        for i, v in enumerate(values):
+            if not isinstance(v, str):
+                raise RequestError(f"input {key!r}[{i}] must be a string, got {type(v).__name__}: {v!r:.40}")
+        try:
+            return np.array([v.encode("utf-8") for v in values], dtype=object).reshape(len(values))
+        except UnicodeEncodeError:
+            raise RequestError(f"input {key!r} holds a string that is not valid Unicode (a lone surrogate)") \
+                from None
+    try:
+        a = np.array(values)
+    except ValueError:
+        raise RequestError(f"input {key!r}: rows must all have the same length") from None
+    if a.dtype == object or (a.size and a.dtype.kind not in "iu"):
+        raise RequestError(f"input {key!r} must hold integers (rows of equal length), got {a.dtype}")
+    return a.astype(np.int64) if a.size else a.astype(np.int64).reshape(len(values), 0)
+
+
+def build_app(server):
+    """The Starlette application of a ``ModelServer``: one catch-all route dispatching on TF Serving's paths."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def read_body(request):
+        length = request.headers.get("content-length")
+        if length is None or not length.isdigit():
+            raise BodyError(411, "a POST needs a Content-Length header")
+        if int(length) > server.max_body_bytes:
+            raise BodyError(413, f"request body of {length} bytes; the limit is {server.max_body_bytes}")
+        return await request.body()
+
+    async def handle(request):
+        method, path, code, headers = request.method, request.url.path, 200, {}
+        try:
+            body = await read_body(request) if method == "POST" else b""
+            match = ROUTE.match(path)
+            if not match:
+                raise NotFound(f"no such route: {method} {path} (use /v1/models/<name>[:predict])")
+            name, version, predict, metadata = match.groups()
+            if bool(predict) != (method == "POST"):
+                raise NotFound(f"{method} {path}: use POST for :predict and GET for status/metadata")
+            model = server.model
+            model.check_model(name, version)
+            if predict:
+                sig, arrays, row_format = parse_predict(model, body)
+                reply = format_outputs(await server.predict_async(model, sig, arrays), row_format)
+            elif metadata:
+                from google.protobuf.json_format import MessageToDict
+
+                defs = model.metadata(name, version)
+                reply = {"model_spec": {"name": name, "signature_name": "", "version": str(model.version)},
+                         "metadata": {"signature_def": {"signature_def": {
+                             k: MessageToDict(v) for k, v in defs.items()}}}}
+            else:
+                reply = model.status(name, version)
+        except RequestError as e:
+            code, reply = 400, {"error": str(e)}
+        except NotFound as e:
+            code, reply = 404, {"error": str(e)}
+        except BodyError as e:
+            code, reply, headers = e.code, {"error": str(e)}, {"connection": "close"}
+        except Exception as e:  # noqa: BLE001 (a server bug must not stop the server)
+            log.exception("error while serving %s %s", method, path)
+            code, reply = 500, {"error": f"internal error: {type(e).__name__}: {e}"}
+        if server.verbose:
+            log.info("%s %s %s -> %d", request.client.host if request.client else "-", method, path, code)
+        return JSONResponse(reply, status_code=code, headers=headers)
+
+    return Starlette(routes=[Route("/{path:path}", handle, methods=["GET", "POST"])])

@@ -1,0 +1,219 @@
+"""The training engine every zoo job uses: Keras' own ``fit``, plus what a resumable run needs.
+
+``fit(trainer, batches, output, ...)`` calls ``trainer.fit`` once per epoch (an interrupted epoch resumes at its
+next step) with zoo's callbacks, and any of yours:
+
+* ``EpochEnd``: the evaluator measures the model after each epoch; the best model by its primary metric -- the
+  starting point (epoch 0) included -- is saved atomically as a zoo preset in ``OUTPUT/model``.
+* ``StateCheckpoint``: the training state (``zoo.train.state``) every ``save_every`` steps and at each epoch end.
+* ``ProgressBar``: examples/s and the running loss.
+
+Why not Keras' ``BackupAndRestore`` and ``ModelCheckpoint``: ``BackupAndRestore`` restarts an interrupted epoch
+from its first batch and does not keep the dropout layers' random state, so the resumed run is not the run it
+replaces; ``ModelCheckpoint`` saves the trainer (with its training head) rather than the model inside it, not
+atomically, and cannot count the starting point as a candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import queue
+import threading
+import time
+
+import keras
+import numpy as np
+
+from ..errors import ConfigError
+from ..logs import log, progress
+from ..paths import RUN_CHECKPOINT, RUN_MODEL
+from .state import load_state, save_state
+
+
+@dataclasses.dataclass
+class Run:
+    """What ``fit`` returns: per-epoch ``history`` (epoch 0 = before training), the ``best`` record, seconds spent
+    training (over all resumed parts), and where the best model is."""
+
+    history: list
+    best: dict | None
+    train_seconds: float
+    model_dir: str
+    metric: str | None
+    best_scores: object = None  # the evaluator's scores of the best epoch, when measured in this process
+
+    @property
+    def best_epoch(self):
+        return None if self.best is None else self.best["epoch"]
+
+
+def metric_key(evaluator, name):
+    return f"{evaluator.name}_{name}" if evaluator.name else name
+
+
+def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None, save_every=500,
+        show_progress=True, unit="pair", callbacks=(), metadata=None):
+    """Train the compiled ``trainer`` on the batch source ``batches`` (``zoo.train.batches``) for ``epochs``,
+    resumably, keeping the best ``model`` (the model inside ``trainer`` that ``evaluator`` measures and whose
+    ``save(path, metadata=...)`` writes a preset) in ``OUTPUT/model``. Rerunning with the same ``output`` resumes
+    from ``OUTPUT/checkpoint`` and ends where an uninterrupted run ends. Returns a ``Run``."""
+    if epochs < 1 or save_every < 1:
+        raise ConfigError(f"--epochs and --save-every must be >= 1 (got {epochs}, {save_every})")
+    if len(batches) == 0:
+        raise ConfigError("no training batches (is the train split empty?)")
+    os.makedirs(output, exist_ok=True)
+    state_dir, model_dir = os.path.join(output, RUN_CHECKPOINT), os.path.join(output, RUN_MODEL)
+    metric = metric_key(evaluator, evaluator.primary_metric) if evaluator else None
+    state = load_state(state_dir, trainer)
+    fresh = state is None
+    if fresh:
+        state = {"epoch": 0, "step": 0, "loss_sum": 0.0, "history": [], "best": None, "train_seconds": 0.0}
+    else:
+        log.info("resuming from %s: epoch %d, step %d", state_dir, state["epoch"] + 1, state["step"])
+    end = EpochEnd(state, evaluator, model, model_dir, metadata)
+    if fresh and evaluator is not None:
+        end.measure(0, None)  # the starting point is a candidate too
+    for epoch in range(state["epoch"], epochs):
+        start = state["step"]
+        sizes = {}
+        data = epoch_input(batches, seed, epoch, start, sizes)
+        steps = len(batches) - start
+        zoo_callbacks = [ProgressBar(batches, epoch, epochs, start, sizes, unit, show_progress),
+                         StateCheckpoint(state, state_dir, save_every, start), end]
+        trainer.fit(data, steps_per_epoch=steps, initial_epoch=epoch, epochs=epoch + 1, verbose=0, shuffle=False,
+                    callbacks=[*zoo_callbacks, *callbacks])
+        save_state(state_dir, trainer, state)
+    if evaluator is None and not os.path.exists(model_dir) and model is not None:
+        model.save(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
+    return Run(state["history"], state["best"], state["train_seconds"], model_dir, metric, end.best_scores)
+
+
+def epoch_input(batches, seed, epoch, start, sizes):
+    """The rest of an epoch as Keras input, produced in a background thread that overlaps the training step:
+    a ``tf.data`` pipeline (its shapes left open: every batch has its own length) on TensorFlow, a prefetching
+    generator elsewhere. ``sizes[step]`` gets the number of examples of each batch (for the progress bar)."""
+    def produce():
+        for step, x, y in batches.epoch(seed, epoch, start):
+            sizes[step] = len(y)
+            yield x, y
+
+    if keras.backend.backend() != "tensorflow":
+        return prefetched(produce(), 2)
+    import tensorflow as tf
+
+    iterator = produce()
+    first = next(iterator)
+
+    def generator():
+        yield first
+        yield from iterator
+
+    spec = keras.tree.map_structure(lambda a: tf.TensorSpec([None] * np.ndim(a), tf.as_dtype(np.asarray(a).dtype)),
+                                    first)
+    return tf.data.Dataset.from_generator(generator, output_signature=spec).prefetch(2)
+
+
+def prefetched(iterator, size):
+    """Run ``iterator`` in a background thread, ``size`` items ahead; its exceptions reach the consumer."""
+    items, done = queue.Queue(size), object()
+
+    def work():
+        try:
+            for item in iterator:
+                items.put(item)
+        except BaseException as e:  # noqa: BLE001 (handed to the consumer)
+            items.put(e)
+        items.put(done)
+
+    threading.Thread(target=work, name="zoo-batches", daemon=True).start()
+    while (item := items.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+class ProgressBar(keras.callbacks.Callback):
+    """tqdm bar of examples/s and the running loss; raises FloatingPointError when the loss stops being finite.
+    It never touches ``self.model``, which on JAX would sync the whole state every step."""
+
+    def __init__(self, batches, epoch, epochs, start, sizes, unit, enabled):
+        super().__init__()
+        self.batches, self.epoch, self.start, self.sizes = batches, epoch, start, sizes
+        per_step = batches.n / max(len(batches), 1)
+        self.bar = progress(None, f"epoch {epoch + 1}/{epochs}", enabled, total=batches.n, unit=unit,
+                            initial=min(int(start * per_step), batches.n))
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = float((logs or {}).get("loss", 0.0))
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"the training loss became {loss} at epoch {self.epoch + 1}, "
+                                     f"step {self.start + batch + 1}")
+        if self.bar is not None:
+            self.bar.update(self.sizes.pop(self.start + batch, 0))
+            self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+
+    def on_epoch_end(self, epoch, logs=None):  # before the evaluation's own bars
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class StateCheckpoint(keras.callbacks.Callback):
+    """Saves the training state every ``every`` steps (the epoch-end save follows the evaluation, in ``fit``), and
+    keeps the state's position, loss sum and training seconds current."""
+
+    def __init__(self, state, directory, every, start):
+        super().__init__()
+        self.state, self.directory, self.every, self.start = state, directory, every, start
+        self.base_loss, self.base_seconds, self.t0 = state["loss_sum"], state["train_seconds"], time.time()
+
+    def record(self, step, logs):
+        """Keras' loss is the mean over this fit call's steps (``start``..``step``)."""
+        self.state["loss_sum"] = self.base_loss + float((logs or {}).get("loss", 0.0)) * (step - self.start)
+        self.state["train_seconds"] = self.base_seconds + time.time() - self.t0
+        self.state["step"] = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.start + batch + 1
+        if step % self.every == 0:
+            self.record(step, logs)
+            save_state(self.directory, self.model, self.state)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.record(self.start + self.params["steps"], logs)
+
+
+class EpochEnd(keras.callbacks.Callback):
+    """After each epoch: measure with the evaluator, record the epoch (metrics, mean training loss), save the
+    best model, and move the state to the next epoch."""
+
+    def __init__(self, state, evaluator, model, model_dir, metadata):
+        super().__init__()
+        self.state, self.evaluator, self.target = state, evaluator, model
+        self.model_dir, self.metadata = model_dir, metadata or {}
+        self.best_scores = None
+
+    def measure(self, epoch, train_loss):
+        record = {"epoch": epoch}
+        if self.evaluator is not None:
+            metrics = self.evaluator(self.target)
+            record.update({metric_key(self.evaluator, k): v for k, v in metrics.items()})
+            value = metrics[self.evaluator.primary_metric]
+            key = metric_key(self.evaluator, self.evaluator.primary_metric)
+            best = self.state["best"]
+            log.info("%s: %s %.2f", "before training" if epoch == 0 else f"epoch {epoch}", key, value)
+            if self.evaluator.better(value, None if best is None else best[key]):
+                self.target.save(self.model_dir, metadata={**self.metadata, "epoch": epoch, key: value})
+                self.state["best"] = {**record, "train_loss": train_loss}
+                self.best_scores = getattr(self.evaluator, "scores", None)
+        record["train_loss"] = train_loss
+        self.state["history"].append(record)
+        return record
+
+    def on_epoch_end(self, epoch, logs=None):
+        steps = self.state["step"]
+        train_loss = self.state["loss_sum"] / max(steps, 1)
+        self.measure(epoch + 1, train_loss)
+        self.state.update(epoch=epoch + 1, step=0, loss_sum=0.0)

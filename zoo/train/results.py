@@ -1,0 +1,69 @@
+"""Results of a job: ``results.json`` (the command, package versions, data files with sha256, settings, numbers)
+and ``results.md`` (the same as readable tables), written atomically."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..logs import log
+from ..paths import RESULTS_JSON, RESULTS_MD, sha256_of, write_json_atomic, write_text_atomic
+
+
+def versions():
+    """Versions of the packages that decide a result."""
+    import importlib.metadata as md
+
+    import keras
+
+    out = {"python": sys.version.split()[0], "keras_backend": keras.backend.backend()}
+    for name in ("zoo", "keras", "keras-hub", "tensorflow", "jax", "numpy", "tokenizers", "scipy", "torch"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def data_files(datasets):
+    """{name: path, sha256, pairs, duplicates, bad lines} of PairDatasets, for results.json."""
+    return {name: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d),
+                   "duplicates": d.duplicates, "bad_lines": d.bad_lines} for name, d in datasets.items()}
+
+
+def table(header, rows):
+    """A markdown table; numbers are written with 2 decimals, None as an empty cell."""
+    def cell(v):
+        return "" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def accuracy_cell(metrics):
+    """'83.51 [82.8, 84.1]' from test_accuracy and its interval (x100), or None."""
+    if "test_accuracy" not in metrics:
+        return None
+    low, high = metrics["test_accuracy_ci95"]
+    return f"{metrics['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]"
+
+
+def history_table(history, metric):
+    """Per epoch: the selection metric and the mean training loss."""
+    return table(["epoch", metric.replace("_", " "), "train loss (epoch mean)"],
+                 [(h["epoch"], h.get(metric), h.get("train_loss")) for h in history])
+
+
+def write_results(output, results, markdown):
+    """Write ``output/results.json`` (the command line and package versions first) and ``output/results.md``,
+    log the markdown, and return the full results dict."""
+    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]), "versions": versions(),
+               **results}
+    markdown = markdown.rstrip() + f"\n\ncommand: `{results['command']}`"
+    if "seconds" in results:
+        markdown += f"  ({results['seconds']:.0f} s)"
+    write_json_atomic(os.path.join(output, RESULTS_JSON), results)
+    write_text_atomic(os.path.join(output, RESULTS_MD), markdown + "\n")
+    log.info("results in %s\n%s", output, markdown)
+    return results
