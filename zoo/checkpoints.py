@@ -9,6 +9,7 @@ names land on ``zoo.BertBackbone`` weights. transformers names are translated to
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import zipfile
@@ -18,7 +19,7 @@ import numpy as np
 
 from .errors import CheckpointError
 from .logs import log
-from .paths import GOOGLE_CONFIG, HF_CONFIG, PRESET_CONFIG, PRESET_WEIGHTS, resolve
+from .paths import GOOGLE_CONFIG, HF_CONFIG, PRESET_CONFIG, PRESET_WEIGHTS, read_json_file, resolve
 from .presets import load_saved
 
 OPTIONAL_PREFIXES = ("bert/pooler/", "cls/predictions/")
@@ -97,22 +98,41 @@ def _hf_to_google(name):
 
 # ----------------------------------------------------------------------------------------- sources
 class GoogleCheckpoint:
-    """Variables of a TF1 checkpoint (``bert_model.ckpt.index`` + data files)."""
+    """Variables of a TF1 checkpoint (``bert_model.ckpt.index`` + data files; TF checks each tensor's CRC-32C)."""
 
     def __init__(self, prefix):
         import tensorflow as tf
 
         self.file = prefix
-        if not os.path.exists(prefix + ".index"):
-            raise CheckpointError(f"{prefix}.index: TF checkpoint index not found")
+        index = prefix + ".index"
+        if not os.path.exists(index):
+            raise CheckpointError(f"{index}: TF checkpoint index not found")
         try:
             self._reader = tf.train.load_checkpoint(prefix)
-        except Exception as e:  # corrupt or missing data file
-            raise CheckpointError(f"{prefix}: cannot read TF checkpoint ({e})") from None
-        self.shapes = {k: tuple(v) for k, v in self._reader.get_variable_to_shape_map().items()}
+            self.shapes = {k: tuple(v) for k, v in self._reader.get_variable_to_shape_map().items()}
+        except Exception as e:  # noqa: BLE001 -- a damaged index, or a data file missing
+            raise CheckpointError(f"{self._culprit(e)}: cannot read the TF checkpoint ({_first_line(e)})") from None
+
+    def _culprit(self, error):
+        """The file a TF error is about: a named data file, else the index."""
+        data = re.search(r"\S*\.data-\d+-of-\d+", str(error))
+        return data.group(0).rstrip(";:,") if data else self.file + ".index"
 
     def get(self, name):
-        return np.asarray(self._reader.get_tensor(name))
+        try:
+            return np.asarray(self._reader.get_tensor(name))
+        except Exception as e:  # noqa: BLE001 -- a data file damaged (checksum), truncated or missing
+            import glob
+
+            data, shards = self._culprit(e), sorted(glob.glob(glob.escape(self.file) + ".data-*"))
+            if data.endswith(".index"):
+                data = shards[0] if len(shards) == 1 else f"{self.file}.data-*"
+            raise CheckpointError(f"{data}: cannot read variable {name} ({_first_line(e)})") from None
+
+
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 class HFCheckpoint:
@@ -185,38 +205,69 @@ def _read_state_dict(path):
 
 
 def _read_torch_zip(path):
-    """Read a torch>=1.6 zip ``pytorch_model.bin`` without torch (tensors only)."""
+    """Read a torch>=1.6 zip ``pytorch_model.bin`` without torch (tensors only).
+
+    The file is untrusted: only tensor-rebuilding globals are allowed, and each tensor's declared offset, shape and
+    strides must stay inside its storage (no element read past the buffer, no tensor larger than its storage).
+    """
     import pickle
 
     dtypes = {"FloatStorage": np.float32, "HalfStorage": np.float16, "DoubleStorage": np.float64,
               "LongStorage": np.int64, "IntStorage": np.int32, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
     if not zipfile.is_zipfile(path):
-        raise CheckpointError(f"{path}: legacy (pre-1.6) PyTorch format; install torch to read it")
-    with zipfile.ZipFile(path) as z:
-        pkl = next(n for n in z.namelist() if n.endswith("data.pkl"))
-        root = pkl[: -len("data.pkl")]
+        raise CheckpointError(f"{path}: not a zip archive (a legacy pre-1.6 PyTorch file, or damaged); install "
+                              f"torch to read legacy files")
 
-        def rebuild(storage, offset, size, stride, *args):
-            item = storage.itemsize
-            return np.lib.stride_tricks.as_strided(storage[offset:], size, [s * item for s in stride]).copy()
+    def rebuild(storage, offset, size, stride, *args):
+        size, stride = tuple(size), tuple(stride)
+        numbers = (offset, *size, *stride)
+        if (len(size) != len(stride) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                 for v in numbers)):
+            raise CheckpointError(f"{path}: a tensor declares an invalid offset/shape/stride "
+                                  f"({offset}, {size}, {stride})")
+        count = math.prod(size)
+        if count == 0:
+            return np.zeros(size, storage.dtype)
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        if last >= len(storage) or count > len(storage):
+            raise CheckpointError(f"{path}: a tensor of shape {size} (offset {offset}, stride {stride}) reaches "
+                                  f"past its storage of {len(storage)} elements")
+        item = storage.itemsize
+        return np.lib.stride_tricks.as_strided(storage[offset:], size, [s * item for s in stride]).copy()
 
-        class Unpickler(pickle.Unpickler):
-            def find_class(self, module, name):
-                if module == "torch._utils" and name == "_rebuild_tensor_v2":
-                    return rebuild
-                if module == "torch" and name in dtypes:
-                    return name
-                if module == "collections" and name == "OrderedDict":
-                    import collections
+    try:
+        with zipfile.ZipFile(path) as z:
+            pkl = next((n for n in z.namelist() if n.endswith("data.pkl")), None)
+            if pkl is None:
+                raise CheckpointError(f"{path}: no data.pkl inside (not a PyTorch checkpoint)")
+            root = pkl[: -len("data.pkl")]
 
-                    return collections.OrderedDict
-                raise CheckpointError(f"{path}: unsupported object {module}.{name} in PyTorch file")
+            class Unpickler(pickle.Unpickler):
+                def find_class(self, module, name):
+                    if module == "torch._utils" and name == "_rebuild_tensor_v2":
+                        return rebuild
+                    if module == "torch" and name in dtypes:
+                        return name
+                    if module == "collections" and name == "OrderedDict":
+                        import collections
 
-            def persistent_load(self, pid):
-                _, storage_type, key, _, _ = pid
-                return np.frombuffer(z.read(f"{root}data/{key}"), dtype=dtypes[storage_type])
+                        return collections.OrderedDict
+                    raise CheckpointError(f"{path}: unsupported object {module}.{name} in PyTorch file")
 
-        return dict(Unpickler(z.open(pkl)).load())
+                def persistent_load(self, pid):
+                    _, storage_type, key, _, _ = pid
+                    if storage_type not in dtypes:
+                        raise CheckpointError(f"{path}: unsupported storage type {storage_type!r}")
+                    return np.frombuffer(z.read(f"{root}data/{key}"), dtype=dtypes[storage_type])
+
+            state = Unpickler(z.open(pkl)).load()
+    except CheckpointError:
+        raise
+    except Exception as e:  # damaged zip (bad CRC, truncated member), malformed pickle
+        raise CheckpointError(f"{path}: cannot read PyTorch file ({type(e).__name__}: {e})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
+        raise CheckpointError(f"{path}: not a state dict of tensors")
+    return dict(state)
 
 
 # ----------------------------------------------------------------------------------------- configs
@@ -232,24 +283,23 @@ _CONFIG_KEYS = {  # BertBackbone argument <- config key (same in Google and tran
 
 def read_bert_config(path):
     """``bert_config.json`` / transformers ``config.json`` -> BertBackbone keyword arguments."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: config file not found") from None
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: invalid JSON ({e})") from None
+    config = read_json_file(path, "a BERT config")
     model_type = config.get("model_type", "bert")
     if model_type != "bert":  # Chinese RoBERTa-wwm / MacBERT checkpoints are model_type "bert"
         raise CheckpointError(f"{path}: model_type {model_type!r} is not supported (zoo reads BERT layouts)")
     missing = [k for k in _CONFIG_KEYS.values() if k not in config]
     if missing:
         raise CheckpointError(f"{path}: missing field(s) {missing}")
-    kwargs = {arg: int(config[key]) for arg, key in _CONFIG_KEYS.items()}
-    kwargs["num_segments"] = int(config.get("type_vocab_size", 2))
-    kwargs["dropout"] = float(config.get("hidden_dropout_prob", 0.1))
+    try:
+        kwargs = {arg: int(config[key]) for arg, key in _CONFIG_KEYS.items()}
+        kwargs["num_segments"] = int(config.get("type_vocab_size", 2))
+        kwargs["dropout"] = float(config.get("hidden_dropout_prob", 0.1))
+        kwargs["layer_norm_epsilon"] = float(config.get("layer_norm_eps", 1e-12))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: a size or rate field is not a number ({e})") from None
     kwargs["activation"] = config.get("hidden_act", "gelu")
-    kwargs["layer_norm_epsilon"] = float(config.get("layer_norm_eps", 1e-12))
+    if min(kwargs[k] for k in _CONFIG_KEYS) < 1:
+        raise CheckpointError(f"{path}: sizes must be positive, got {[config[k] for k in _CONFIG_KEYS.values()]}")
     return kwargs
 
 
@@ -293,8 +343,11 @@ def detect_layout(path):
             import tensorflow as tf
 
             prefix = tf.train.latest_checkpoint(path)
-            if prefix:
-                return Layout("google", path, os.path.join(path, GOOGLE_CONFIG), prefix)
+            # the "checkpoint" file may hold an absolute path written on another machine or folder: only a
+            # checkpoint inside this folder counts
+            if prefix and os.path.isfile(os.path.join(path, os.path.basename(prefix)) + ".index"):
+                return Layout("google", path, os.path.join(path, GOOGLE_CONFIG),
+                              os.path.join(path, os.path.basename(prefix)))
         if not indexes:
             raise CheckpointError(f"{path}: {GOOGLE_CONFIG} found but no *.ckpt.index (the TF checkpoint)")
         name = "bert_model.ckpt.index" if "bert_model.ckpt.index" in indexes else indexes[0]

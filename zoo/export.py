@@ -38,7 +38,7 @@ from .errors import ConfigError
 from .logs import log
 from .losses import l2_normalize
 from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
-from .paths import atomic_dir
+from .paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
 from .tokenizer import SPECIAL_TOKENS
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -279,6 +279,7 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     with atomic_dir(path) as tmp:
         os.rmdir(tmp)  # write_out makes the folder itself
         archive.write_out(tmp, verbose=verbose)
+        write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {"format": "zoo-savedmodel", "files": file_manifest(tmp)})
     return path
 
 

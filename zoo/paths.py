@@ -22,6 +22,9 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 GOOGLE_CONFIG = "bert_config.json"
 HF_CONFIG = "config.json"
 # a training run folder (``zoo.train.fit``): the best model and the resumable state
+# exported SavedModels (``zoo export``) and search indexes: the sha256 and size of every file, checked on load
+EXPORT_MANIFEST = "zoo_manifest.json"
+
 RUN_MODEL = "model"
 RUN_CHECKPOINT = "checkpoint"
 RESULTS_JSON = "results.json"
@@ -135,3 +138,53 @@ def sha256_of(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def file_manifest(directory, exclude=()):
+    """{relative path: {"sha256", "bytes"}} of every file below ``directory`` (sorted; ``exclude``: names to skip)."""
+    files = {}
+    for root, dirs, names in os.walk(directory):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, directory).replace(os.sep, "/")
+            if rel not in exclude:
+                files[rel] = {"sha256": sha256_of(path), "bytes": os.path.getsize(path)}
+    return files
+
+
+def check_manifest(directory, files, listed_in):
+    """Check each file of a manifest (size, then sha256); ``CheckpointError`` naming the first that differs."""
+    from .errors import CheckpointError
+
+    if not isinstance(files, dict):
+        raise CheckpointError(f"{os.path.join(directory, listed_in)}: field 'files' must be an object")
+    for rel, expected in files.items():
+        path = os.path.join(directory, rel)
+        if not os.path.isfile(path):
+            raise CheckpointError(f"{path}: file missing (listed in {listed_in})")
+        size = os.path.getsize(path)
+        if not isinstance(expected, dict) or size != expected.get("bytes"):
+            raise CheckpointError(f"{path}: {size} bytes, {listed_in} says {expected.get('bytes')} (truncated or "
+                                  f"replaced)")
+        if sha256_of(path) != expected.get("sha256"):
+            raise CheckpointError(f"{path}: sha256 differs from {listed_in} (the file is corrupted or was "
+                                  f"changed after saving)")
+
+
+def read_json_file(path, what, error=None):
+    """A JSON object from ``path``; a zoo error naming the file when it is missing, not UTF-8 JSON or not an
+    object (``error``: the class, default ``CheckpointError``)."""
+    from .errors import CheckpointError
+
+    error = error or CheckpointError
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: file missing ({what})") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise error(f"{path}: not valid JSON ({what}: {e})") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path}: not a JSON object ({what})")
+    return obj

@@ -15,7 +15,8 @@ import os
 
 from .errors import CheckpointError
 from .logs import log
-from .paths import PRESET_CONFIG, PRESET_WEIGHTS, VOCAB_FILE, atomic_dir, resolve, sha256_of
+from .paths import (PRESET_CONFIG, PRESET_WEIGHTS, VOCAB_FILE, atomic_dir, check_manifest, file_manifest,
+                    read_json_file, resolve)
 
 FORMAT = "zoo-preset"
 
@@ -32,8 +33,7 @@ def save_preset(model, tokenizer, directory, metadata=None):
         model.save_weights(os.path.join(tmp, PRESET_WEIGHTS))
         if tokenizer is not None:
             tokenizer.save(tmp)
-        files = {name: {"sha256": sha256_of(os.path.join(tmp, name)), "bytes": os.path.getsize(os.path.join(tmp, name))}
-                 for name in sorted(os.listdir(tmp))}
+        files = file_manifest(tmp)
         config = {
             "format": FORMAT,
             "format_version": 1,
@@ -51,32 +51,16 @@ def save_preset(model, tokenizer, directory, metadata=None):
 def read_preset_config(directory):
     """The parsed ``zoo_config.json`` of a preset folder (CheckpointError naming the file when it is not one)."""
     path = os.path.join(directory, PRESET_CONFIG)
-    try:
-        with open(path, "rb") as f:
-            config = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: file missing (not a zoo preset folder)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
+    config = read_json_file(path, "a zoo preset's config")
+    if config.get("format") != FORMAT or not isinstance(config.get("model"), dict):
         raise CheckpointError(f"{path}: not a zoo preset (field 'format' must be '{FORMAT}', with 'model')")
     return config
 
 
 def verify_files(directory, config):
-    """Check each file of the manifest (size, then sha256); CheckpointError naming the first that differs.
-    Presets written before the manifest existed have none and are not checked."""
-    for name, expected in (config.get("files") or {}).items():
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            raise CheckpointError(f"{path}: file missing (listed in {PRESET_CONFIG})")
-        size = os.path.getsize(path)
-        if size != expected.get("bytes", size):
-            raise CheckpointError(f"{path}: {size} bytes, {PRESET_CONFIG} says {expected['bytes']} (truncated or "
-                                  f"replaced)")
-        if sha256_of(path) != expected.get("sha256"):
-            raise CheckpointError(f"{path}: sha256 differs from {PRESET_CONFIG} (the file is corrupted or was "
-                                  f"changed after saving)")
+    """Check the files of a preset against its manifest; presets written before the manifest existed have none."""
+    if config.get("files") is not None:
+        check_manifest(directory, config["files"], PRESET_CONFIG)
 
 
 def preset_class_name(path):
@@ -106,9 +90,18 @@ def load_saved(path, verify=True):
     if path.endswith(".keras"):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such .keras file")
+        import zipfile
+
+        try:  # a .keras file is a zip: every member's CRC-32 is checked before anything is built from it
+            with zipfile.ZipFile(path) as z:
+                damaged = z.testzip()
+        except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
+            raise CheckpointError(f"{path}: not a readable .keras file ({type(e).__name__}: {e})") from None
+        if damaged is not None:
+            raise CheckpointError(f"{path}: member {damaged} fails its CRC-32 check (the file is corrupted)")
         try:
             return keras.saving.load_model(path)
-        except (OSError, ValueError, KeyError) as e:
+        except Exception as e:  # noqa: BLE001 -- any failure of an intact-looking file is a bad model file
             raise CheckpointError(f"{path}: cannot load the .keras file ({type(e).__name__}: {e})") from None
     directory = resolve(path)
     config = read_preset_config(directory)

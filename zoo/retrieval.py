@@ -9,8 +9,11 @@ import re
 
 import numpy as np
 
-from .paths import atomic_dir
+from .errors import CheckpointError
+from .paths import atomic_dir, check_manifest, file_manifest, read_json_file
 from .vectors import normalize_rows
+
+INDEX_FILE = "index.json"
 
 
 def _normalise(x):
@@ -141,21 +144,34 @@ class SemanticIndex:
         return self._faiss
 
     def save(self, directory):
-        """vectors.npy + texts.json + index.json, written to a temp folder then moved into place."""
+        """vectors.npy + texts.json + index.json (settings and the sha256 of the other two), written to a temp
+        folder then moved into place."""
         with atomic_dir(directory) as tmp:
             np.save(os.path.join(tmp, "vectors.npy"), self.vectors)
             with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
                 json.dump(self.texts, f, ensure_ascii=False)
-            with open(os.path.join(tmp, "index.json"), "w", encoding="utf-8") as f:
-                json.dump({"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe},
-                          f)
+            meta = {"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe,
+                    "files": file_manifest(tmp)}
+            with open(os.path.join(tmp, INDEX_FILE), "w", encoding="utf-8") as f:
+                json.dump(meta, f)
 
     @classmethod
     def load(cls, directory, encoder=None):
-        with open(os.path.join(directory, "index.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-        index = cls(encoder=encoder, **meta)
-        index.vectors = np.load(os.path.join(directory, "vectors.npy"))
+        """An index written by ``save``; a damaged, truncated or missing file raises CheckpointError naming it."""
+        directory = os.fspath(directory)
+        meta = read_json_file(os.path.join(directory, INDEX_FILE), "a search index's settings")
+        files = meta.pop("files", None)
+        if files is not None:
+            check_manifest(directory, files, INDEX_FILE)
+        try:
+            index = cls(encoder=encoder, **meta)
+        except TypeError as e:
+            raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings ({e})") from None
+        vectors = os.path.join(directory, "vectors.npy")
+        try:
+            index.vectors = np.load(vectors)
+        except (OSError, ValueError, EOFError) as e:
+            raise CheckpointError(f"{vectors}: cannot read the vectors ({type(e).__name__}: {e})") from None
         with open(os.path.join(directory, "texts.json"), encoding="utf-8") as f:
             index.texts = json.load(f)
         return index

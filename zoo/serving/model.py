@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 
-from ..errors import ZooError
+from ..errors import CheckpointError, ZooError
+from ..paths import EXPORT_MANIFEST, check_manifest, read_json_file
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -75,7 +76,14 @@ class ServedModel:
 
         self.name, self.version, self.path = name, version, path
         self.max_request_batch, self.max_chars = max_request_batch, max_chars
-        self._module = tf.saved_model.load(path)
+        manifest = os.path.join(path, EXPORT_MANIFEST)
+        if os.path.exists(manifest):  # written by `zoo export`; TF Serving ignores it
+            check_manifest(path, read_json_file(manifest, "an export's manifest").get("files"), EXPORT_MANIFEST)
+        try:
+            self._module = tf.saved_model.load(path)
+        except Exception as e:  # noqa: BLE001 -- a damaged saved_model.pb or variables file
+            raise CheckpointError(f"{path}: cannot load the SavedModel ({type(e).__name__}: "
+                                  f"{str(e).strip().splitlines()[0][:300]})") from None
         self.signatures = {k: Signature(k, fn) for k, fn in self._module.signatures.items()}
         if "serving_default" not in self.signatures:
             raise ValueError(f"{path}: the SavedModel has no serving_default signature")
