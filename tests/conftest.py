@@ -47,6 +47,20 @@ def require_shared(*relative_paths):
     return paths[0] if len(paths) == 1 else paths
 
 
+def require_module(name, install):
+    """``import name``; skips the test when it is missing (fails it when ``CI=true``, where every optional test
+    package is installed, so a skip would hide a broken install)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        message = f"{name} is not installed ({install}): {e}"
+        if in_ci():
+            pytest.fail(f"CI=true and {message}", pytrace=False)
+        pytest.skip(message)
+
+
 def read_pairs(path):
     """``text_a<TAB>text_b<TAB>label`` lines (senteval_cn layout) -> list of (a, b); quotes kept (bojone)."""
     pairs = []

@@ -3,7 +3,6 @@ the default preset, and backbone behaviour on tiny random models (erf GELU, atte
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import (L4, L6, assert_outputs_close, hf_google_pairs, load_quietly, max_diff, randomize_,
+from conftest import (L4, L6, assert_outputs_close, require_module, hf_google_pairs, load_quietly, max_diff, randomize_,
                       read_pairs, require_shared, tiny_bert_config, torch_outputs, zoo_outputs)
 
 PARITY_ATOL = 1e-4
@@ -132,8 +131,7 @@ JAX_SCRIPT = textwrap.dedent("""
 
 def test_jax_backend_matches_transformers(tmp_path, lcqmc_batch, l4_reference, l4_google):
     folder = require_shared(f"{L4}/google")
-    if importlib.util.find_spec("jax") is None:
-        pytest.skip("jax is not installed (pip install 'jax[cpu]')")
+    require_module("jax", "pip install 'jax[cpu]'")
     np.savez(tmp_path / "batch.npz", **lcqmc_batch)
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(folder), str(tmp_path / "batch.npz"),

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from conftest import tiny_sentence_encoder, BERT_VOCAB, require_shared, synthetic_vocab
+from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab
 from zoo.cli import main as cli
 from zoo.export import GraphTokenizer, export_onnx, export_saved_model, load_exportable, version_path
 
@@ -198,8 +198,8 @@ def test_cli_export_checkpoint_keras_and_onnx(encoder, tmp_path, capsys):
     assert cli(["export", "--model", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
     assert "nowhere" in capsys.readouterr().err
 
-    pytest.importorskip("tf2onnx")
-    ort = pytest.importorskip("onnxruntime")
+    require_module("tf2onnx", "pip install 'zoo[onnx]'")
+    ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
     encoder.save(str(tmp_path / "enc.keras"))
     assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(out), "--format", "onnx",
                 "--name", "onnx"]) == 0

@@ -10,6 +10,7 @@ bytes; zoo's own formats all carry sha256 manifests.
 
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -274,3 +275,105 @@ def test_torch_file_with_an_unknown_global_is_refused(tmp_path):
     junk.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(CheckpointError, match="junk.bin"):
         _read_torch_zip(str(junk))
+
+
+# ------------------------------------------------------------------------------- SIGKILL while saving
+SAVER = r"""
+import sys, zoo
+sys.path.insert(0, sys.argv[2])
+from conftest import tiny_sentence_encoder
+from zoo.retrieval import SemanticIndex
+models = [tiny_sentence_encoder(seed=s) for s in (11, 12)]
+texts = ["今天天气很好", "hello", "我们"]
+target = sys.argv[1]
+i = 0
+while True:  # overwrite the same preset and index with model 11, 12, 11, ... until killed
+    model = models[i % 2]
+    model.save(target + "/preset")
+    SemanticIndex(model).add(texts=texts * 50).save(target + "/index")
+    if i == 1:
+        print("ready", flush=True)
+    i += 1
+"""
+
+
+def test_sigkill_while_saving_never_leaves_a_half_written_preset_or_index(tmp_path):
+    """A process overwrites a preset and a search index in a loop; SIGKILL at 6 random moments. After each kill
+    the preset and the index load (the old or the new version, whole) and give one of the two models' outputs."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from zoo.retrieval import SemanticIndex
+
+    texts = ["今天天气很好", "hello", "我们"]
+    expected = [tiny_sentence_encoder(seed=s).encode(texts) for s in (11, 12)]
+    tests_dir = str(Path(__file__).resolve().parent)
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path), tests_dir], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        got = zoo.from_preset(tmp_path / "preset").encode(texts)
+        assert any(np.allclose(got, e, atol=1e-6) for e in expected)
+        index = SemanticIndex.load(zoo.paths.resolve(str(tmp_path / "index")))
+        assert len(index) == 150 and any(np.allclose(index.vectors[:3], e, atol=1e-6) for e in expected)
+
+
+def test_a_kill_between_the_two_renames_of_replace_dir_loses_nothing(tmp_path):
+    """The one window of ``replace_dir``: the old folder renamed away, the new one not yet in place. ``resolve``
+    then finds the old copy, and the next save puts it back before replacing it (it is never deleted first)."""
+    from zoo.paths import replace_dir, resolve
+
+    target = tmp_path / "preset"
+    tiny_sentence_encoder(seed=21).save(target)
+    (tmp_path / "preset").rename(tmp_path / "preset.old")  # killed right after the first rename
+    assert resolve(str(target)) == str(target) + ".old"
+    zoo.from_preset(target)  # still loads, from the old copy
+    tmp = tmp_path / "half"
+    tmp.mkdir()
+    (tmp / "garbage").write_text("x")
+    # a later save: the old copy comes back first, then the new folder replaces it whole
+    real_rename = os.rename
+    calls = []
+
+    def rename(a, b):
+        calls.append((os.path.basename(a), os.path.basename(b)))
+        real_rename(a, b)
+
+    os.rename = rename
+    try:
+        replace_dir(str(tmp), str(target))
+    finally:
+        os.rename = real_rename
+    assert calls[0] == ("preset.old", "preset"), calls
+    assert (target / "garbage").exists() and not (tmp_path / "preset.old").exists()
+
+
+def test_a_full_disk_during_a_checkpoint_write_keeps_the_previous_checkpoint(artifacts, tmp_path, monkeypatch):
+    """ENOSPC while the training state is written: a CheckpointError naming the folder, no temporary folder left,
+    and the previous state still loads as it was."""
+    import errno
+
+    from zoo.errors import CheckpointError
+    from zoo.train.state import load_state, save_state
+
+    trainer = artifacts["trainer"]
+    folder = tmp_path / "checkpoint"
+    save_state(folder, trainer, {"epoch": 1, "step": 7})
+    before = (folder / "state.npz").read_bytes()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", full_disk)
+    with pytest.raises(CheckpointError, match=r"checkpoint: could not write the training state \(No space left"):
+        save_state(folder, trainer, {"epoch": 2, "step": 0})
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    assert (folder / "state.npz").read_bytes() == before
+    assert load_state(folder, trainer) == {"epoch": 1, "step": 7}

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
+from conftest import require_module
+
+hypothesis = require_module("hypothesis", "pip install hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -29,7 +31,7 @@ VOCAB = Path(__file__).resolve().parent.parent / "data" / "presets" / zoo.DEFAUL
 # ----------------------------------------------------------------------------------------- tokenizer
 @pytest.fixture(scope="module")
 def tokenizers():
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers", "pip install transformers")
     return zoo.Tokenizer(str(VOCAB)), transformers.BertTokenizer(str(VOCAB), do_lower_case=True)
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import tiny_sentence_encoder
+from conftest import require_module, tiny_sentence_encoder
 from zoo.export import export_saved_model
 from zoo.serving import Batcher, ModelServer
 
-grpc = pytest.importorskip("grpc")
-apis = pytest.importorskip("tensorflow_serving.apis")
+grpc = require_module("grpc", "pip install grpcio")
+apis = require_module("tensorflow_serving.apis", "pip install tensorflow-serving-api")
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,  # noqa: E402
                                      predict_pb2, prediction_service_pb2_grpc)
 
@@ -299,3 +299,34 @@ def test_keep_alive_requests_do_not_stall_on_nagle(server):
         seconds.append(time.perf_counter() - start)
     conn.close()
     assert statistics.median(seconds) < 0.020, [round(s * 1000, 1) for s in seconds]
+
+
+def test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving(server):
+    """Hypothesis: generated JSON bodies (random values, and near-valid requests with random instances, inputs and
+    signature names) to :predict get 200 or a 4xx with an error message, never a 5xx; the server answers after."""
+    hypothesis = require_module("hypothesis", "pip install hypothesis")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c,
+                                                                                       max_size=4), max_leaves=12)
+    texts = st.text(max_size=30) | values
+    near_valid = st.fixed_dictionaries({}, optional={
+        "instances": st.lists(texts, max_size=5) | st.lists(st.dictionaries(st.sampled_from(["text", "x"]), texts,
+                                                                            max_size=2), max_size=3) | values,
+        "inputs": st.lists(texts, max_size=5) | st.dictionaries(st.sampled_from(["text", "token_ids"]), values,
+                                                                 max_size=2) | values,
+        "signature_name": st.sampled_from(["serving_default", "text", "ids", "tokenize", "nope"]) | values})
+    seen = {}
+
+    @settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
+    @given(body=values | near_valid)
+    def check(body):
+        status, reply = predict(server, json.dumps(body, allow_nan=True).encode())
+        assert status == 200 or (400 <= status < 500 and "error" in reply), (status, reply, body)
+        seen[status] = seen.get(status, 0) + 1
+
+    check()
+    assert request(server, "GET", "/v1/models/default")[0] == 200
+    assert seen.get(400, 0) > 0 and hypothesis is not None, seen

@@ -9,7 +9,7 @@ import pytest
 from keras import ops
 
 import zoo
-from conftest import logs, synthetic_vocab
+from conftest import logs, require_module, synthetic_vocab
 from zoo.masks import causal_mask, unilm_mask
 from zoo.jobs.simbert import SimBERTBatches, truncate_at_punctuation
 from zoo.losses import simbert_loss
@@ -156,7 +156,7 @@ def test_save_load_simbert(simbert, tmp_path):
 
 
 def test_faiss_index_sizes_itself_and_refuses_too_few_vectors():
-    pytest.importorskip("faiss")
+    require_module("faiss", "pip install faiss-cpu")
     from zoo.retrieval import default_factory
 
     vectors = np.random.default_rng(0).normal(size=(300, 8)).astype("float32")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -258,3 +259,52 @@ def test_recipe_is_the_job_written_out(tiny_setup, tmp_path, recipe):
         assert by_recipe[key] == pytest.approx(by_job[key], abs=1e-4), key
     assert [e["valid_spearman"] for e in by_recipe["epochs"]] == pytest.approx(
         [e["valid_spearman"] for e in by_job["epochs"]], abs=1e-4)
+
+
+def test_sigkill_at_20_random_moments_resumes_to_the_unkilled_result(tiny_setup, tmp_path):
+    """SIGKILL a training job (dropout on, checkpoints every 3 steps) at 20 random moments, some inside
+    checkpoint writes; rerunning resumes each time, and the finished run's weights, optimizer state and scores
+    equal those of a run never killed (max abs difference of every variable <= 1e-6)."""
+    keras.utils.set_random_seed(2)
+    chars = list(dict.fromkeys(CJK_CHARS))[:160]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
+    bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=0.1)
+    zoo.save_preset(bb, zoo.Tokenizer(vocab), tmp_path / "preset")
+
+    def command(out):
+        return [sys.executable, os.path.join(REPO, "tasks", "train_bi_encoder.py"), "--task", "LCQMC",
+                "--checkpoint", str(tmp_path / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "2",
+                "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--save-every", "3", "--no-progress",
+                "--no-jit-compile", "--output", str(out)]
+
+    start = time.time()
+    reference = subprocess.run(command(tmp_path / "unkilled"), capture_output=True, text=True, timeout=600)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    seconds = time.time() - start
+    rng = np.random.default_rng(0)
+    kills, resumes, out = 0, 0, tmp_path / "killed"
+    while kills < 20:
+        with open(tmp_path / "log.txt", "w") as log:
+            proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                proc.wait(timeout=rng.uniform(0.3, 0.9) * seconds)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
+        resumes += "resuming from" in (tmp_path / "log.txt").read_text()
+        if proc.returncode == 0:  # it finished before the kill: start over to reach 20 kills
+            shutil.rmtree(out)
+    done = subprocess.run(command(out), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert resumes >= 5, f"only {resumes} of {kills} restarts resumed from a checkpoint"
+    killed_state = np.load(out / "checkpoint" / "state.npz")
+    unkilled_state = np.load(tmp_path / "unkilled" / "checkpoint" / "state.npz")
+    assert killed_state.files == unkilled_state.files
+    worst = max(float(np.max(np.abs(killed_state[k].astype("float64") - unkilled_state[k])))
+                for k in killed_state.files if killed_state[k].size)
+    assert worst <= 1e-6, worst
+    a, b = (json.loads((d / "results.json").read_text()) for d in (out, tmp_path / "unkilled"))
+    assert a["test_spearman"] == pytest.approx(b["test_spearman"], abs=1e-6)
+    assert [e["valid_spearman"] for e in a["epochs"]] == pytest.approx([e["valid_spearman"] for e in b["epochs"]],
+                                                                       abs=1e-6)

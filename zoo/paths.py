@@ -71,7 +71,10 @@ def replace_dir(tmp, target):
     (``resolve`` finds ``target.old`` if a kill falls between the two renames)."""
     old = target + ".old"
     if os.path.exists(old):
-        shutil.rmtree(old)
+        if os.path.exists(target):
+            shutil.rmtree(old)
+        else:  # a kill fell between the renames last time: ``old`` is the only good copy, put it back first
+            os.rename(old, target)
     if os.path.exists(target):
         os.rename(target, old)
     os.rename(tmp, target)

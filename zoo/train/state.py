@@ -27,9 +27,17 @@ def _variables(trainer):
 
 def save_state(directory, trainer, progress):
     """Write the trainer's variables, its optimizer's and ``progress`` (a JSON-able dict) to ``directory``."""
+    model_vars, optimizer_vars = _variables(trainer)
+    try:
+        _write_state(directory, model_vars, optimizer_vars, progress)
+    except OSError as e:  # e.g. ENOSPC: the temporary folder is removed, the previous state stays in place
+        raise CheckpointError(f"{directory}: could not write the training state ({e.strerror or e}); the previous "
+                              f"checkpoint is kept") from e
+
+
+def _write_state(directory, model_vars, optimizer_vars, progress):
     from keras import ops
 
-    model_vars, optimizer_vars = _variables(trainer)
     with atomic_dir(directory) as tmp:
         arrays = {f"v{i}": ops.convert_to_numpy(v) for i, v in enumerate(model_vars)}
         arrays.update({f"o{i}": ops.convert_to_numpy(v) for i, v in enumerate(optimizer_vars)})
