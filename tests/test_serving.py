@@ -330,3 +330,67 @@ def test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving(server):
     check()
     assert request(server, "GET", "/v1/models/default")[0] == 200
     assert seen.get(400, 0) > 0 and hypothesis is not None, seen
+
+
+def test_new_versions_are_loaded_without_a_restart_and_a_damaged_one_is_skipped(tmp_path):
+    """Like TF Serving: a new, higher version folder is picked up while serving; requests then get its outputs.
+    A damaged newer version is logged and skipped, and the server keeps serving the last good one."""
+    import time
+
+    first, second = tiny_sentence_encoder(seed=31), tiny_sentence_encoder(seed=32)
+    base = tmp_path / "models"
+    export_saved_model(first, base / "default" / "1")
+
+    def wait_for(server, version, seconds=60):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            status, body = request(server, "GET", "/v1/models/default")
+            if body["model_version_status"][0]["version"] == str(version):
+                return True
+            time.sleep(0.1)
+        return False
+
+    texts = ["今天天气很好", "你好"]
+    with ModelServer(base / "default", port=0, poll_seconds=0.1) as server:
+        status, body = predict(server, {"instances": texts})
+        np.testing.assert_allclose(body["predictions"], first.encode(texts), atol=1e-5)
+        export_saved_model(second, base / "default" / "2")
+        assert wait_for(server, 2), "version 2 was not picked up"
+        status, body = predict(server, {"instances": texts})
+        np.testing.assert_allclose(body["predictions"], second.encode(texts), atol=1e-5)
+
+        import shutil
+
+        shutil.copytree(base / "default" / "2", base / "default" / "3")  # then damaged on disk
+        weights = base / "default" / "3" / "variables" / "variables.data-00000-of-00001"
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        weights.write_bytes(bytes(data))
+        time.sleep(2)
+        assert not wait_for(server, 3, seconds=2)
+        status, body = predict(server, {"instances": texts})
+        assert status == 200
+        np.testing.assert_allclose(body["predictions"], second.encode(texts), atol=1e-5)
+
+
+def test_stop_finishes_the_requests_in_flight_then_refuses_new_ones(base):
+    """What SIGTERM does: a request waiting in the batcher (1.5 s batch timeout) when the server is told to stop
+    still gets its 200 answer; afterwards the port refuses connections."""
+    import time
+
+    server = ModelServer(base / "default", port=0, batch_timeout_ms=1500, poll_seconds=0).start()
+    result = {}
+
+    def client():
+        result["reply"] = predict(server, {"instances": ["今天天气很好"]})
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    time.sleep(0.5)  # the request is now waiting in the batcher
+    started = time.time()
+    server.stop()
+    thread.join(timeout=60)
+    assert result["reply"][0] == 200 and len(result["reply"][1]["predictions"]) == 1
+    assert time.time() - started >= 0.5  # stop waited for it
+    with pytest.raises(OSError):
+        http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=5).request("GET", "/v1/models/default")

@@ -34,6 +34,7 @@ class ServeConfig:
     batch_timeout_ms: float = option(2.0, "how long a batch waits for more requests")
     max_request_batch: int = option(256, "instances allowed in one request")
     max_chars: int = option(4096, "characters allowed in one text")
+    poll_seconds: float = option(2.0, "how often a NAME folder is checked for a new version (0: never)")
     verbose: bool = option(False, "log every request")
 
 
@@ -42,7 +43,8 @@ def run(config: ServeConfig):
     server = ModelServer(config.model, name=config.name, host=config.host, port=config.port,
                          grpc_port=config.grpc_port, max_batch_size=config.max_batch_size,
                          batch_timeout_ms=config.batch_timeout_ms, max_request_batch=config.max_request_batch,
-                         max_chars=config.max_chars, verbose=config.verbose).start()
+                         max_chars=config.max_chars, verbose=config.verbose,
+                         poll_seconds=config.poll_seconds).start()
     grpc = f", gRPC {config.host}:{server.grpc_port}" if server.grpc_port else ""
     print(f"serving {server.name} version {server.version} ({server.path}): REST {server.url}{grpc}", flush=True)
     stop = threading.Event()

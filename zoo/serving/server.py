@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import threading
@@ -18,7 +19,10 @@ class ModelServer:
     ``model_dir``: a SavedModel folder or ``<base>/<name>`` with numeric versions (the highest is served).
     ``port`` / ``grpc_port``: 0 picks a free port (read ``rest_port`` / ``grpc_port`` after ``start``);
     ``grpc_port=None`` disables gRPC. Limits: ``max_request_batch`` rows per request, ``max_chars``
-    characters per text, ``max_body_bytes`` per request.
+    characters per text, ``max_body_bytes`` per request. Like TF Serving, a ``<base>/<name>`` folder is watched
+    every ``poll_seconds`` (0: never): a new, higher version is loaded and checked in the background and then
+    served; requests in flight finish on the version they started on; a version that fails to load is logged
+    and the current one kept.
 
     >>> with ModelServer("exported/default", port=0) as server:
     ...     server.url                      # http://127.0.0.1:<port>/v1/models/default
@@ -26,11 +30,13 @@ class ModelServer:
 
     def __init__(self, model_dir, name="default", host="127.0.0.1", port=8501, grpc_port=None,
                  max_batch_size=64, batch_timeout_ms=2.0, max_request_batch=256, max_chars=4096,
-                 max_body_bytes=16 << 20, verbose=False):
+                 max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"model name {name!r}: use letters, digits, '_', '-', '.'")
         self.name, self.host, self.model_dir = name, host, model_dir
         self.version, self.path = find_version(model_dir)
+        self.poll_seconds = poll_seconds
+        self._watching = None
         self._ports = (port, grpc_port)
         self.rest_port = self.grpc_port = None
         self.max_request_batch, self.max_chars, self.max_body_bytes = max_request_batch, max_chars, max_body_bytes
@@ -77,9 +83,37 @@ class ModelServer:
             from .grpc_service import start_grpc
 
             self._grpc, self.grpc_port = start_grpc(self, self._ports[1])
+        if self.poll_seconds and os.path.abspath(os.fspath(self.model_dir)) != self.path:  # a <base>/<name> folder
+            self._watching = threading.Event()
+            threading.Thread(target=self._watch_versions, args=(self._watching,), name="zoo-versions",
+                             daemon=True).start()
+
+    def _watch_versions(self, stop):
+        """Load each new, higher version as it appears; keep serving the current one when it fails to load."""
+        reported = set()
+        while not stop.wait(self.poll_seconds):
+            try:
+                version, path = find_version(self.model_dir)
+            except FileNotFoundError:
+                continue
+            if version <= self.version:
+                continue
+            try:
+                model = ServedModel(self.name, version, path, self.max_request_batch, self.max_chars)
+            except Exception as e:  # noqa: BLE001 -- a half-copied or damaged version: retried at the next poll
+                if version not in reported:
+                    log.error("version %d at %s does not load; still serving version %d: %s", version, path,
+                              self.version, e)
+                    reported.add(version)
+                continue
+            self.model, self.version, self.path = model, version, path  # new requests go to the new version
+            log.info("now serving %s version %d from %s", self.name, version, path)
 
     def stop(self):
         """Stop accepting, finish the requests in flight, then stop."""
+        if self._watching is not None:
+            self._watching.set()
+            self._watching = None
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
             self._rest_thread.join(timeout=60)
