@@ -98,6 +98,17 @@ def test_whole_word_masking_masks_whole_jieba_words():
             assert chosen[members].all(), "a word was masked only in part"
             multi_char_words += len(members) > 1
     assert multi_char_words > 0
+    # the word groups are jieba's own words, cut here independently of zoo's masking code
+    import jieba
+
+    from zoo.masking import word_piece_ids
+
+    for text in sorted(set(texts)):
+        ids, wids = word_piece_ids(tok, text, wwm=True)
+        groups = {}
+        for piece, word in zip(ids, wids):
+            groups.setdefault(word, []).append(piece)
+        assert [tok.decode(g) for g in groups.values()] == [w for w in jieba.lcut(text) if w.strip()]
 
 
 def test_tacl_loss_matches_numpy():

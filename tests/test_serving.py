@@ -301,13 +301,14 @@ def test_keep_alive_requests_do_not_stall_on_nagle(server):
     assert statistics.median(seconds) < 0.020, [round(s * 1000, 1) for s in seconds]
 
 
-def test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving(server):
-    """Hypothesis: generated JSON bodies (random values, and near-valid requests with random instances, inputs and
-    signature names) to :predict get 200 or a 4xx with an error message, never a 5xx; the server answers after."""
-    hypothesis = require_module("hypothesis", "pip install hypothesis")
+try:
     from hypothesis import given, settings
     from hypothesis import strategies as st
+except ImportError:  # the test below then fails under CI=true and skips elsewhere (require_module)
+    given = None
 
+
+def _json_bodies():
     scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
     values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c,
                                                                                        max_size=4), max_leaves=12)
@@ -318,18 +319,23 @@ def test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving(server):
         "inputs": st.lists(texts, max_size=5) | st.dictionaries(st.sampled_from(["text", "token_ids"]), values,
                                                                  max_size=2) | values,
         "signature_name": st.sampled_from(["serving_default", "text", "ids", "tokenize", "nope"]) | values})
-    seen = {}
+    return values | near_valid
 
-    @settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
-    @given(body=values | near_valid)
-    def check(body):
-        status, reply = predict(server, json.dumps(body, allow_nan=True).encode())
-        assert status == 200 or (400 <= status < 500 and "error" in reply), (status, reply, body)
-        seen[status] = seen.get(status, 0) + 1
 
-    check()
+def _fuzzed(test):
+    if given is None:
+        return lambda server: require_module("hypothesis", "pip install hypothesis")
+    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "150")), deadline=None)(
+        given(body=_json_bodies())(test))
+
+
+@_fuzzed
+def test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving(server, body):
+    """Hypothesis: generated JSON bodies (random values, and near-valid requests with random instances, inputs and
+    signature names) to :predict get 200 or a 4xx with an error message, never a 5xx; the server answers after."""
+    status, reply = predict(server, json.dumps(body, allow_nan=True).encode())
+    assert status == 200 or (400 <= status < 500 and "error" in reply), (status, reply, body)
     assert request(server, "GET", "/v1/models/default")[0] == 200
-    assert seen.get(400, 0) > 0 and hypothesis is not None, seen
 
 
 def test_new_versions_are_loaded_without_a_restart_and_a_damaged_one_is_skipped(tmp_path):

@@ -77,6 +77,11 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path)
 def test_sbert_objective_trains(tiny_setup, tmp_path):
     results = train_bi_encoder(config(tiny_setup, tmp_path / "sbert", objective="sbert", epochs=1))
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10
+    constant = train_bi_encoder(config(tiny_setup, tmp_path / "constant", epochs=1))  # the flag must matter
+    warm = np.load(tmp_path / "warm" / "checkpoint" / "state.npz")
+    const = np.load(tmp_path / "constant" / "checkpoint" / "state.npz")
+    assert constant["config"]["warmup"] is None
+    assert max(float(np.max(np.abs(warm[k] - const[k]))) for k in warm.files if k.startswith("v")) > 1e-3
 
 
 def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
@@ -96,6 +101,11 @@ def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
     results = train_bi_encoder(config(tiny_setup, tmp_path / "warm", epochs=1, warmup=0.2))
     assert results["config"]["warmup"] == 0.2
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10
+    constant = train_bi_encoder(config(tiny_setup, tmp_path / "constant", epochs=1))  # the flag must matter
+    warm = np.load(tmp_path / "warm" / "checkpoint" / "state.npz")
+    const = np.load(tmp_path / "constant" / "checkpoint" / "state.npz")
+    assert constant["config"]["warmup"] is None
+    assert max(float(np.max(np.abs(warm[k] - const[k]))) for k in warm.files if k.startswith("v")) > 1e-3
 
 
 def test_resume_continues_exactly(tiny_setup, tmp_path):
@@ -156,6 +166,17 @@ def test_spearman_evaluator_callback_keeps_best(tiny_setup):
     assert history.history["val_spearman"] == callback.history
     assert callback.best == max(callback.history)
     assert evaluate_encoder(encoder, valid)[0]["spearman"] == pytest.approx(callback.best, abs=1e-3)
+
+    # Trained on inverted labels, the model unlearns: valid falls, so the best epoch is not the last one, and
+    # the end of fit must put the best weights back.
+    def inverted():
+        while True:
+            yield from ((x, 1 - y) for x, y in steps)
+
+    callback = EvaluatorCallback(SpearmanEvaluator(valid), encoder, verbose=False)
+    trainer.fit(inverted(), steps_per_epoch=4, epochs=3, verbose=0, shuffle=False, callbacks=[callback])
+    assert callback.best_epoch < 3 and callback.history[-1] < callback.best - 1, callback.history
+    assert evaluate_encoder(encoder, valid)[0]["spearman"] == pytest.approx(callback.best, abs=0.05)  # not the last
 
 
 def test_training_job_runs_on_jax(tiny_setup, tmp_path):
