@@ -34,6 +34,7 @@ class ServeConfig:
     batch_timeout_ms: float = option(2.0, "how long a batch waits for more requests")
     max_request_batch: int = option(256, "instances allowed in one request")
     max_chars: int = option(4096, "characters allowed in one text")
+    request_timeout_s: float = option(30.0, "seconds a request may take to arrive and to be answered")
     poll_seconds: float = option(2.0, "how often a NAME folder is checked for a new version (0: never)")
     verbose: bool = option(False, "log every request")
 
@@ -44,7 +45,7 @@ def run(config: ServeConfig):
                          grpc_port=config.grpc_port, max_batch_size=config.max_batch_size,
                          batch_timeout_ms=config.batch_timeout_ms, max_request_batch=config.max_request_batch,
                          max_chars=config.max_chars, verbose=config.verbose,
-                         poll_seconds=config.poll_seconds).start()
+                         poll_seconds=config.poll_seconds, request_timeout_s=config.request_timeout_s).start()
     grpc = f", gRPC {config.host}:{server.grpc_port}" if server.grpc_port else ""
     print(f"serving {server.name} version {server.version} ({server.path}): REST {server.url}{grpc}", flush=True)
     stop = threading.Event()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import math
 
 from .model import NotFound, RequestError
 
@@ -23,6 +24,9 @@ def start_grpc(server, port):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             except NotFound as e:
                 context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+            except concurrent.futures.TimeoutError:
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                              f"the model did not answer within {server.request_timeout_s:g} s")
         return wrapper
 
     def check_spec(spec):
@@ -42,7 +46,8 @@ def start_grpc(server, port):
                     raise RequestError(f"input {key!r}: cannot read the TensorProto ({e})") from None
             model = server.model
             sig = model.signature(request.model_spec.signature_name)
-            out = server.predict(model, sig, arrays)
+            remaining = context.time_remaining()  # the client's deadline, if it set one, and the server's own
+            out = server.predict(model, sig, arrays, timeout=min(server.request_timeout_s, remaining or math.inf))
             wanted = list(request.output_filter) or list(out)
             missing = set(wanted) - set(out)
             if missing:

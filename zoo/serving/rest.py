@@ -3,6 +3,7 @@ columnar (``inputs``) formats, and errors as JSON with TF Serving's status codes
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -12,6 +13,10 @@ from ..logs import log
 from .model import NotFound, RequestError
 
 ROUTE = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+))?(?:(:predict)|(/metadata))?$")
+
+
+class Unavailable(Exception):
+    """The request waited longer than the server's per-request timeout (HTTP 503)."""
 
 
 class BodyError(Exception):
@@ -115,7 +120,10 @@ def build_app(server):
             raise BodyError(411, "a POST needs a Content-Length header")
         if int(length) > server.max_body_bytes:
             raise BodyError(413, f"request body of {length} bytes; the limit is {server.max_body_bytes}")
-        return await request.body()
+        try:  # a client that sends its body too slowly is cut off, without holding anything else up
+            return await asyncio.wait_for(request.body(), server.request_timeout_s)
+        except asyncio.TimeoutError:
+            raise BodyError(408, f"the request body did not arrive within {server.request_timeout_s:g} s") from None
 
     async def handle(request):
         method, path, code, headers = request.method, request.url.path, 200, {}
@@ -131,7 +139,13 @@ def build_app(server):
             model.check_model(name, version)
             if predict:
                 sig, arrays, row_format = parse_predict(model, body)
-                reply = format_outputs(await server.predict_async(model, sig, arrays), row_format)
+                try:
+                    outputs = await asyncio.wait_for(server.predict_async(model, sig, arrays),
+                                                     server.request_timeout_s)
+                except asyncio.TimeoutError:
+                    raise Unavailable(f"the model did not answer within {server.request_timeout_s:g} s "
+                                      f"(server overloaded?); try again") from None
+                reply = format_outputs(outputs, row_format)
             elif metadata:
                 from google.protobuf.json_format import MessageToDict
 
@@ -145,6 +159,8 @@ def build_app(server):
             code, reply = 400, {"error": str(e)}
         except NotFound as e:
             code, reply = 404, {"error": str(e)}
+        except Unavailable as e:
+            code, reply = 503, {"error": str(e)}
         except BodyError as e:
             code, reply, headers = e.code, {"error": str(e)}, {"connection": "close"}
         except Exception as e:  # noqa: BLE001 (a server bug must not stop the server)

@@ -19,7 +19,8 @@ class ModelServer:
     ``model_dir``: a SavedModel folder or ``<base>/<name>`` with numeric versions (the highest is served).
     ``port`` / ``grpc_port``: 0 picks a free port (read ``rest_port`` / ``grpc_port`` after ``start``);
     ``grpc_port=None`` disables gRPC. Limits: ``max_request_batch`` rows per request, ``max_chars``
-    characters per text, ``max_body_bytes`` per request. Like TF Serving, a ``<base>/<name>`` folder is watched
+    characters per text, ``max_body_bytes`` per request; ``request_timeout_s`` for a body to arrive and for
+    the model to answer (HTTP 408 / 503, gRPC DEADLINE_EXCEEDED past the client's own deadline). Like TF Serving, a ``<base>/<name>`` folder is watched
     every ``poll_seconds`` (0: never): a new, higher version is loaded and checked in the background and then
     served; requests in flight finish on the version they started on; a version that fails to load is logged
     and the current one kept.
@@ -30,12 +31,12 @@ class ModelServer:
 
     def __init__(self, model_dir, name="default", host="127.0.0.1", port=8501, grpc_port=None,
                  max_batch_size=64, batch_timeout_ms=2.0, max_request_batch=256, max_chars=4096,
-                 max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0):
+                 max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0, request_timeout_s=30.0):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"model name {name!r}: use letters, digits, '_', '-', '.'")
         self.name, self.host, self.model_dir = name, host, model_dir
         self.version, self.path = find_version(model_dir)
-        self.poll_seconds = poll_seconds
+        self.poll_seconds, self.request_timeout_s = poll_seconds, request_timeout_s
         self._watching = None
         self._ports = (port, grpc_port)
         self.rest_port = self.grpc_port = None
@@ -141,11 +142,11 @@ class ModelServer:
         return f"http://{self.host}:{self.rest_port}/v1/models/{self.name}"
 
     # ------------------------------------------------------------------ predictions
-    def predict(self, model, sig, arrays, timeout=60):
+    def predict(self, model, sig, arrays, timeout=None):
         """Checked inputs {name: array} -> outputs {name: array}; batchable signatures go through the batcher."""
         rows = model.check_inputs(sig, arrays)
         if sig.batchable:
-            return self._batcher.submit(sig, arrays, rows).result(timeout)
+            return self._batcher.submit(sig, arrays, rows).result(timeout or self.request_timeout_s)
         return sig(arrays)
 
     async def predict_async(self, model, sig, arrays):
