@@ -229,7 +229,20 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
     run(PretrainConfig(steps=10, **kw))
-    results = run(PretrainConfig(steps=30, **kw))  # resumes after round 1
+    from zoo.masking import PretrainingBatches
+
+    requested, real_epoch = [], PretrainingBatches.epoch
+
+    def spy(self, seed, epoch, start_step=0):
+        requested.append(epoch)
+        return real_epoch(self, seed, epoch, start_step)
+
+    PretrainingBatches.epoch = spy
+    try:
+        results = run(PretrainConfig(steps=30, **kw))  # resumes after round 1
+    finally:
+        PretrainingBatches.epoch = real_epoch
+    assert requested and 0 not in requested, requested  # round 1 was restored, not trained again
     accs = [h["masked_accuracy"] for h in results["curve"]]
     assert [h["epoch"] for h in results["curve"]] == [0, 1, 2, 3]
     assert max(accs[1:]) > accs[0] + 5, accs
