@@ -3,7 +3,7 @@
     python bench/fuzz.py                    # 10,000 examples per property (long texts: 1,000), ~10-20 min on 2 cores
     python bench/fuzz.py --examples 500     # quick
 
-Runs tests/test_properties.py and the server's JSON fuzzing (tests/test_serving.py) through pytest with
+Runs tests/test_properties.py and the server's JSON and gRPC fuzzing (tests/test_serving.py) through pytest with
 ZOO_HYPOTHESIS_EXAMPLES set, reads Hypothesis' statistics, and writes bench/results/fuzz.json plus a table: per
 target, the examples that passed, failed and were rejected as invalid, and the seconds spent.
 """
@@ -18,7 +18,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-TARGETS = ["tests/test_properties.py", "tests/test_serving.py::test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving"]
+TARGETS = ["tests/test_properties.py",
+           "tests/test_serving.py::test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving",
+           "tests/test_serving.py::test_any_grpc_predict_request_gets_ok_or_a_client_error"]
 
 
 def parse_statistics(text):
