@@ -148,7 +148,8 @@ def main():
         "p50_ms": 1000 * statistics.median(lat) if lat else None,
         "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))] if lat else None,
         "requests_per_s": len(lat) / seconds, "rss_mib_start": rss_start, "rss_mib_end": rss_end,
-        "rss_mib_max": max(rss_samples, default=rss_end), "server_exit_code": exit_code,
+        "rss_mib_max": max(rss_samples, default=rss_end), "rss_mib_every_5s": [round(r, 1) for r in rss_samples],
+        "server_exit_code": exit_code,
         "cpus": os.cpu_count(), "load_average_end": os.getloadavg(), "versions": versions()}
     table = "\n".join([
         "| good served | good failed | p50 ms | p99 ms | good req/s | bad requests (status: count) | RSS MiB start -> end (max) |",
