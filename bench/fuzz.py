@@ -61,7 +61,7 @@ def main():
     with open(args.out + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"command": " ".join(["bench/fuzz.py", *sys.argv[1:]]), "examples_requested": args.examples,
                    "seconds": seconds, "pytest_returncode": done.returncode, "pytest_summary": summary,
-                   "targets": stats, "table": table}, f, indent=1)
+                   "targets": stats, "table": table, "pytest_output_tail": done.stdout[-6000:]}, f, indent=1)
     os.replace(args.out + ".tmp", args.out)
     return done.returncode
 
