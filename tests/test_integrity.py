@@ -83,7 +83,7 @@ def artifacts(tmp_path_factory):
     from zoo.retrieval import SemanticIndex
 
     SemanticIndex(encoder).add(texts=texts * 4).save(root / "index")
-    return {"root": root, "encoder": encoder, "texts": texts, "trainer": trainer}
+    return {"root": root, "encoder": encoder, "texts": texts, "trainer": trainer, "intact": {}}
 
 
 def _hf_name(google):
@@ -185,7 +185,9 @@ def test_damaged_file_gives_a_zoo_error_naming_it(artifacts, tmp_path, kind, whe
     else:
         work.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, work)
-    intact = probe(kind, work, artifacts)
+    intact = artifacts["intact"].get(kind)
+    if intact is None:  # once per format: the undamaged copy's outputs
+        intact = artifacts["intact"][kind] = probe(kind, work, artifacts)
     target = work if name == "." else work / name
     damage(target, how)
     try:
@@ -298,7 +300,7 @@ while True:  # overwrite the same preset and index with model 11, 12, 11, ... un
 
 
 def test_sigkill_while_saving_never_leaves_a_half_written_preset_or_index(tmp_path):
-    """A process overwrites a preset and a search index in a loop; SIGKILL at 6 random moments. After each kill
+    """A process overwrites a preset and a search index in a loop; SIGKILL at 3 random moments. After each kill
     the preset and the index load (the old or the new version, whole) and give one of the two models' outputs."""
     import signal
     import subprocess
@@ -311,7 +313,7 @@ def test_sigkill_while_saving_never_leaves_a_half_written_preset_or_index(tmp_pa
     expected = [tiny_sentence_encoder(seed=s).encode(texts) for s in (11, 12)]
     tests_dir = str(Path(__file__).resolve().parent)
     rng = np.random.default_rng(1)
-    for _ in range(6):
+    for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path), tests_dir], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         assert proc.stdout.readline().strip() == "ready"

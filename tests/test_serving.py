@@ -325,7 +325,7 @@ def _json_bodies():
 def _fuzzed(test):
     if given is None:
         return lambda server: require_module("hypothesis", "pip install hypothesis")
-    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "150")), deadline=None)(
+    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "50")), deadline=None)(
         given(body=_json_bodies())(test))
 
 
@@ -459,7 +459,7 @@ def _grpc_requests():
 def _grpc_fuzzed(test):
     if given is None:
         return lambda server: require_module("hypothesis", "pip install hypothesis")
-    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "150")), deadline=None)(
+    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "50")), deadline=None)(
         given(req=_grpc_requests())(test))
 
 
@@ -492,7 +492,7 @@ def test_sigkill_during_zoo_export_never_leaves_a_version_that_is_served_half_wr
            "--name", "default", "--version", "2"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     rng = np.random.default_rng(3)
-    for delay in rng.uniform(2, 8, size=2):
+    for delay in rng.uniform(2, 5, size=2):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)

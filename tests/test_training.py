@@ -77,11 +77,6 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path)
 def test_sbert_objective_trains(tiny_setup, tmp_path):
     results = train_bi_encoder(config(tiny_setup, tmp_path / "sbert", objective="sbert", epochs=1))
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10
-    constant = train_bi_encoder(config(tiny_setup, tmp_path / "constant", epochs=1))  # the flag must matter
-    warm = np.load(tmp_path / "warm" / "checkpoint" / "state.npz")
-    const = np.load(tmp_path / "constant" / "checkpoint" / "state.npz")
-    assert constant["config"]["warmup"] is None
-    assert max(float(np.max(np.abs(warm[k] - const[k]))) for k in warm.files if k.startswith("v")) > 1e-3
 
 
 def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
@@ -261,7 +256,7 @@ def test_limit_eval_and_one_valid_pass_per_evaluation(tiny_setup, tmp_path, monk
     assert calls == [50, 50, 50]  # valid before training, valid after epoch 1, test
 
 
-@pytest.mark.parametrize("recipe", ["lcqmc_cosent.py", "train_bi_encoder.py"])
+@pytest.mark.parametrize("recipe", ["lcqmc_cosent.py"])
 def test_recipe_is_the_job_written_out(tiny_setup, tmp_path, recipe):
     """tasks/*.py spell out what `zoo train bi-encoder` runs: same flags, same seed -> the same curve and scores."""
     flags = ["--checkpoint", str(tiny_setup / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "1",
@@ -329,3 +324,26 @@ def test_sigkill_at_20_random_moments_resumes_to_the_unkilled_result(tiny_setup,
     assert a["test_spearman"] == pytest.approx(b["test_spearman"], abs=1e-6)
     assert [e["valid_spearman"] for e in a["epochs"]] == pytest.approx([e["valid_spearman"] for e in b["epochs"]],
                                                                        abs=1e-6)
+
+
+def test_a_kill_between_the_last_step_and_the_epoch_evaluation_resumes(tiny_setup, tmp_path, monkeypatch):
+    """The window a random SIGKILL found: the epoch's last step saved (step == steps per epoch) but the epoch not
+    yet evaluated. The rerun evaluates that epoch, goes on, and ends as an uninterrupted run does."""
+    from zoo.train import loop
+
+    unkilled = train_bi_encoder(config(tiny_setup, tmp_path / "unkilled", save_every=5))
+    real = loop.EpochEnd.on_epoch_end
+
+    def killed(self, epoch, logs=None):
+        raise KeyboardInterrupt  # stands in for SIGKILL right after the step-30 checkpoint
+
+    monkeypatch.setattr(loop.EpochEnd, "on_epoch_end", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train_bi_encoder(config(tiny_setup, tmp_path / "killed", save_every=5))
+    saved = json.loads((tmp_path / "killed" / "checkpoint" / "state.json").read_text())["progress"]
+    assert (saved["epoch"], saved["step"]) == (0, 30)
+    monkeypatch.setattr(loop.EpochEnd, "on_epoch_end", real)
+    resumed = train_bi_encoder(config(tiny_setup, tmp_path / "killed", save_every=5))
+    assert [e["valid_spearman"] for e in resumed["epochs"]] == pytest.approx(
+        [e["valid_spearman"] for e in unkilled["epochs"]], abs=1e-6)
+    assert resumed["test_spearman"] == pytest.approx(unkilled["test_spearman"], abs=1e-6)

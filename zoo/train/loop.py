@@ -77,6 +77,10 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         end.measure(0, None)  # the starting point is a candidate too
     for epoch in range(state["epoch"], epochs):
         start = state["step"]
+        if start >= len(batches):  # killed after the epoch's last step was saved, before its evaluation
+            end.on_epoch_end(epoch)
+            save_state(state_dir, trainer, state)
+            continue
         sizes = {}
         data = epoch_input(batches, seed, epoch, start, sizes)
         steps = len(batches) - start
