@@ -322,14 +322,17 @@ def _json_bodies():
     return values | near_valid
 
 
-def _fuzzed(test):
-    if given is None:
-        return lambda server: require_module("hypothesis", "pip install hypothesis")
-    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "50")), deadline=None)(
-        given(body=_json_bodies())(test))
+def _fuzzed(**strategies):
+    """Hypothesis' ``given(**strategies)`` with the CI example budget (needs hypothesis, like every test here)."""
+    def decorate(test):
+        if given is None:
+            return lambda server: require_module("hypothesis", "pip install hypothesis")
+        return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "50")), deadline=None)(
+            given(**{k: make() for k, make in strategies.items()})(test))
+    return decorate
 
 
-@_fuzzed
+@_fuzzed(body=lambda: _json_bodies())
 def test_any_json_body_gets_200_or_4xx_and_the_server_keeps_serving(server, body):
     """Hypothesis: generated JSON bodies (random values, and near-valid requests with random instances, inputs and
     signature names) to :predict get 200 or a 4xx with an error message, never a 5xx; the server answers after."""
@@ -456,14 +459,7 @@ def _grpc_requests():
                      st.sampled_from(["default", "other"]))
 
 
-def _grpc_fuzzed(test):
-    if given is None:
-        return lambda server: require_module("hypothesis", "pip install hypothesis")
-    return settings(max_examples=int(os.environ.get("ZOO_HYPOTHESIS_EXAMPLES", "50")), deadline=None)(
-        given(req=_grpc_requests())(test))
-
-
-@_grpc_fuzzed
+@_fuzzed(req=lambda: _grpc_requests())
 def test_any_grpc_predict_request_gets_ok_or_a_client_error(server, req):
     """Hypothesis: generated gRPC Predict requests (random input names, dtypes, shapes, signatures, model names)
     get OK, INVALID_ARGUMENT or NOT_FOUND, never INTERNAL/UNKNOWN; the server keeps answering."""
