@@ -13,7 +13,6 @@ import zoo  # noqa: I001  (first: it imports Keras with TensorFlow's start-up li
 import keras
 import numpy as np
 
-import zoo
 from zoo.config import parse
 from zoo.data import load_splits
 from zoo.evaluation import SpearmanEvaluator

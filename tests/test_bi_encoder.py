@@ -1,3 +1,5 @@
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -93,6 +95,37 @@ def test_save_load_round_trips(tiny_encoders, tmp_path, pooling):
     # the backbone of a trained encoder preset loads on its own
     bb = zoo.load_backbone(tmp_path / "preset")
     assert bb.num_layers == 2
+
+
+def test_float16_preset_is_half_the_size_and_loads_into_float32(tiny_encoders, tmp_path):
+    """weights_dtype="float16": every weight rounded to float16 on disk, loaded back into float32 variables;
+    embeddings within float16 rounding of the float32 preset's; values float16 cannot hold are refused."""
+    import h5py
+
+    enc = tiny_encoders["cls"]
+    enc.save(tmp_path / "f32")
+    enc.save(tmp_path / "f16", weights_dtype="float16")
+    size = {d: (tmp_path / d / "model.weights.h5").stat().st_size for d in ("f32", "f16")}
+    params = sum(int(np.prod(w.shape)) for w in enc.weights)
+    assert size["f32"] - size["f16"] >= 0.95 * 2 * params, (size, params)  # 2 bytes saved per weight
+    loaded = zoo.SentenceEncoder.from_preset(tmp_path / "f16")
+    assert json.loads((tmp_path / "f16" / "zoo_config.json").read_text())["weights_dtype"] == "float16"
+    for a, b in zip(loaded.backbone.weights, enc.backbone.weights):
+        assert str(a.dtype) == "float32"
+        expected = keras.ops.convert_to_numpy(b)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), expected.astype("float16").astype("float32"))
+    with h5py.File(tmp_path / "f16" / "model.weights.h5") as f:
+        dtypes = set()
+        f.visititems(lambda name, item: dtypes.add(str(item.dtype)) if isinstance(item, h5py.Dataset) else None)
+    assert dtypes == {"float16"}
+    drift = np.abs(loaded.encode(TEXTS) - enc.encode(TEXTS)).max()
+    assert 0 < drift < 5e-3, drift
+    big = zoo.SentenceEncoder(zoo.BertBackbone(enc.tokenizer.vocab_size, 1, 2, 32, 64, max_sequence_length=32),
+                              enc.tokenizer, maxlen=16)
+    big.backbone.weights[0].assign(np.full(big.backbone.weights[0].shape, 1e6, "float32"))
+    with pytest.raises(ValueError, match="beyond float16"):
+        big.save(tmp_path / "big", weights_dtype="float16")
+    assert not (tmp_path / "big").exists()
 
 
 def test_from_checkpoint_and_use_as_layer(tiny_encoders, tmp_path):

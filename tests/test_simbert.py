@@ -136,6 +136,28 @@ def test_gen_synonyms_and_most_similar(simbert, caplog):
     assert best[0][0] == "今天天气很好" and best[0][1] == pytest.approx(1.0, abs=1e-5)
 
 
+def test_gen_synonyms_filters_copies_and_degenerate_repeats(simbert, monkeypatch):
+    """Copies that differ only in punctuation, spaces or case, and samples with a character 3+ times in a row,
+    never come back (unless the input itself repeats); filters=False keeps them."""
+    from zoo.models import simbert as module
+
+    assert module.normalized("Ｈello, 今天 天气？！") == "ｈello今天天气"
+    assert module.has_repeat("吃吃吃饭") and not module.has_repeat("吃吃饭饭")
+    samples = ["天气很好！", "天气 很好", "好好好好的的", "天气不好", "天气不好。", "天气好"]
+    assert module.filter_candidates("天气很好", samples) == ["天气不好", "天气好"]
+    assert module.filter_candidates("好好好的", ["好好好的人"]) == ["好好好的人"]
+
+    class Decoder:  # the sampler returns fixed token ids: the filtering alone is under test
+        def random_sample(self, text, n, **kwargs):
+            return [simbert.tokenizer.encode(t)[0][1:-1] for t in samples]
+
+    monkeypatch.setattr(type(simbert), "decoder", lambda self, use_cache=True, maxlen=None: Decoder())
+    kept = {t for t, _ in simbert.gen_synonyms("天气很好", n=6, k=10)}
+    assert kept == {"天气不好", "天气好"}
+    raw = {t for t, _ in simbert.gen_synonyms("天气很好", n=6, k=10, filters=False)}
+    assert {"好好好好的的", "天气不好。", "天气很好！"} <= raw
+
+
 def test_save_load_simbert(simbert, tmp_path):
     expected = simbert.encode(["今天天气很好", "我们"])
     simbert.save(tmp_path / "sim")

@@ -18,7 +18,7 @@ from .backbone import BertBackbone, load_backbone  # noqa: E402
 from .checkpoints import save_google_checkpoint  # noqa: E402
 from .errors import CheckpointError, ConfigError, DataError, ZooError  # noqa: E402
 from .models import CrossEncoder, SentenceEncoder, SimBERT, Task, from_preset  # noqa: E402
-from .paths import DEFAULT_PRESET, available_presets  # noqa: E402
+from .paths import DEFAULT_ENCODER, DEFAULT_PRESET, available_presets  # noqa: E402
 from .presets import load_saved as load_model  # noqa: E402  (alias kept for one release)
 from .presets import save_preset  # noqa: E402
 from .tokenizer import Tokenizer, load_tokenizer, simplify_vocab  # noqa: E402
@@ -40,7 +40,7 @@ def load_preset(path):
     return model, getattr(model, "tokenizer", None) or Tokenizer.from_preset(path)
 
 
-__all__ = ["BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_PRESET", "DataError",
+__all__ = ["BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET", "DataError",
            "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets", "from_preset",
            "load_backbone", "load_model", "load_preset", "load_tokenizer", "save_google_checkpoint", "save_preset",
            "simplify_vocab"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import DataError
 from .logs import log
-from .paths import DATA_DIR, sha256_of
+from .paths import DATA_DIR
 
 TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
 SPLITS = ("train", "valid", "test")

@@ -32,8 +32,12 @@ RESULTS_MD = "results.md"
 
 DATA_DIR = os.environ.get("ZOO_DATA_DIR") or os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "data")
-PRESETS_DIR = os.path.join(DATA_DIR, "presets")
-DEFAULT_PRESET = "chinese_L-4_H-256_A-4"
+# the shipped presets: data/presets in a checkout (or ZOO_DATA_DIR/presets), zoo/_presets in an installed wheel
+PRESETS_DIR = next((d for d in (os.path.join(DATA_DIR, "presets"),
+                                os.path.join(os.path.dirname(os.path.abspath(__file__)), "_presets"))
+                    if os.path.isdir(d)), os.path.join(DATA_DIR, "presets"))
+DEFAULT_PRESET = "chinese_L-4_H-256_A-4"  # the untuned start of every training job
+DEFAULT_ENCODER = "zoo-embed-zh-L4"  # the ready sentence-embedding model: `zoo encode`'s and SemanticIndex's default
 
 
 def available_presets():

@@ -21,16 +21,25 @@ from .paths import (PRESET_CONFIG, PRESET_WEIGHTS, VOCAB_FILE, atomic_dir, check
 FORMAT = "zoo-preset"
 
 
-def save_preset(model, tokenizer, directory, metadata=None):
+WEIGHT_DTYPES = ("float32", "float16")
+
+
+def save_preset(model, tokenizer, directory, metadata=None, weights_dtype="float32"):
     """Save any zoo model (backbone, SentenceEncoder, ...) and its tokenizer as a preset folder, atomically:
-    the folder appears complete or not at all, and a previous version stays intact until then."""
+    the folder appears complete or not at all, and a previous version stays intact until then.
+    ``weights_dtype="float16"`` stores the float32 weights as float16 (half the size; they load back into the
+    model's float32 variables)."""
     import keras
 
     from . import __version__
 
+    if weights_dtype not in WEIGHT_DTYPES:
+        raise ValueError(f"weights_dtype must be one of {WEIGHT_DTYPES}, got {weights_dtype!r}")
     directory = os.path.abspath(os.fspath(directory))
     with atomic_dir(directory) as tmp:
         model.save_weights(os.path.join(tmp, PRESET_WEIGHTS))
+        if weights_dtype != "float32":
+            store_weights_as(os.path.join(tmp, PRESET_WEIGHTS), weights_dtype)
         if tokenizer is not None:
             tokenizer.save(tmp)
         files = file_manifest(tmp)
@@ -39,6 +48,7 @@ def save_preset(model, tokenizer, directory, metadata=None):
             "format_version": 1,
             "model": keras.saving.serialize_keras_object(model),
             "files": files,
+            "weights_dtype": weights_dtype,
             "metadata": {"zoo_version": __version__, "keras_version": keras.__version__,
                          "saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                          **(metadata or {})},
@@ -46,6 +56,33 @@ def save_preset(model, tokenizer, directory, metadata=None):
         with open(os.path.join(tmp, PRESET_CONFIG), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=1, ensure_ascii=False)
     return directory
+
+
+def store_weights_as(path, dtype):
+    """Rewrite every float32 array of a Keras ``.weights.h5`` file as ``dtype`` (a new file replaces it: HDF5
+    does not give back the space of deleted arrays); refuses values that ``dtype`` cannot hold."""
+    import h5py
+    import numpy as np
+
+    def copy(source, target):
+        target.attrs.update(dict(source.attrs))
+        for name, item in source.items():
+            if isinstance(item, h5py.Group):
+                copy(item, target.create_group(name))
+                continue
+            value = item[()]
+            if item.dtype == np.float32:
+                with np.errstate(over="ignore"):
+                    cast = value.astype(dtype)
+                if not np.all(np.isfinite(cast[np.isfinite(value)])):
+                    raise ValueError(f"{path}: {item.name} has values beyond {dtype}'s range; keep float32")
+                value = cast
+            target.create_dataset(name, data=value)
+            target[name].attrs.update(dict(item.attrs))
+
+    with h5py.File(path, "r") as source, h5py.File(path + ".cast", "w") as target:
+        copy(source, target)
+    os.replace(path + ".cast", path)
 
 
 def read_preset_config(directory):

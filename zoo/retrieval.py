@@ -48,7 +48,8 @@ def exact_topk(queries, vectors, topk, chunk_size=65536):
 class SemanticIndex:
     """Texts (or bare vectors) indexed by L2-normalised embeddings; cosine top-k search.
 
-    >>> index = SemanticIndex(encoder)                  # exact search
+    >>> index = SemanticIndex()                         # exact search with zoo.DEFAULT_ENCODER
+    >>> index = SemanticIndex(encoder)                  # ... or any model with encode()
     >>> index.add(corpus_texts)
     >>> index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
     >>> SemanticIndex(dim=256, backend="faiss", factory="IVF1024,Flat", nprobe=32).add(vectors=v)
@@ -61,8 +62,11 @@ class SemanticIndex:
     def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32):
         if backend not in ("exact", "faiss"):
             raise ValueError(f"backend must be 'exact' or 'faiss', got {backend!r}")
-        if encoder is None and dim is None:
-            raise ValueError("give an encoder (to index texts) or dim (to index vectors)")
+        if encoder is None and dim is None:  # the shipped general sentence-embedding model
+            from .models import SentenceEncoder
+            from .paths import DEFAULT_ENCODER
+
+            encoder = SentenceEncoder.from_preset(DEFAULT_ENCODER)
         self.encoder, self.backend, self.factory, self.nprobe = encoder, backend, factory, nprobe
         self.dim = dim or encoder.dim
         self.vectors = np.zeros((0, self.dim), dtype="float32")

@@ -21,7 +21,7 @@ from ..evaluation import MeanEvaluator, SpearmanEvaluator
 from ..losses import CoSENTLoss, CosineMSELoss
 from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
 from ..train import MultiTaskBatches, PairBatches, check_warmup, fit, learning_rate
-from ..train.results import accuracy_cell, data_files, history_table, table, write_results
+from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
 from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
 from .evaluate import evaluate_task, task_table
 
@@ -134,9 +134,7 @@ def report(config, checkpoint, output, run, splits, per_task, t0):
     files = {}
     for t in tasks:
         files.update({s if len(tasks) == 1 else f"{t}.{s}": f for s, f in data_files(splits[t]).items()})
-    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
-               "data_files": files, "epochs": run.history, "best_epoch": run.best_epoch,
-               "train_seconds": run.train_seconds, "seconds": time.time() - t0}
+    results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": files}
     if len(per_task) == 1:
         results.update(per_task[tasks[0]])
     else:

@@ -16,7 +16,7 @@ from ..evaluation import AccuracyEvaluator
 from ..losses import CoSENTLoss
 from ..models.cross_encoder import HEADS, CrossEncoder
 from ..train import PairBatches, fit
-from ..train.results import accuracy_cell, data_files, history_table, table, write_results
+from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
 from .common import TrainOptions, check_tasks, limit_eval, start
 from .evaluate import evaluate_task
 
@@ -64,9 +64,8 @@ def run(config: CrossEncoderConfig):
 
 def report(config, checkpoint, output, run, data, scores, t0):
     """Write results.json and results.md of a cross-encoder run (``scores`` from ``evaluate_task``)."""
-    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
-               "data_files": data_files(data), "epochs": run.history, "best_epoch": run.best_epoch,
-               "train_seconds": run.train_seconds, "seconds": time.time() - t0, **scores}
+    results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": data_files(data),
+               **scores}
     markdown = table(["task", "head", "valid acc", "threshold", "test acc [95% CI]", "test Spearman"],
                      [(config.task, config.head, scores["valid_accuracy"], f"{scores['threshold']:.4f}",
                        accuracy_cell(scores), scores["test_spearman"])])

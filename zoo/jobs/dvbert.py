@@ -28,7 +28,7 @@ from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
 from ..models.cross_encoder import CrossEncoder
 from ..paths import atomic_file, resolve, sha256_of
 from ..train import PairBatches, check_warmup, fit, learning_rate
-from ..train.results import accuracy_cell, data_files, history_table, table, write_results
+from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
 from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
 from .evaluate import evaluate_task
 
@@ -144,9 +144,8 @@ def run(config: DvBERTConfig):
 
 def report(config, checkpoint, output, run, data, scores, t0):
     """Write results.json and results.md of a DvBERT run (``scores`` from ``evaluate_task``)."""
-    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
-               "data_files": data_files(data), "epochs": run.history, "best_epoch": run.best_epoch,
-               "train_seconds": run.train_seconds, "seconds": time.time() - t0, **scores}
+    results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": data_files(data),
+               **scores}
     markdown = table(["task", "student", "teachers", "test Spearman", "test accuracy [95% CI]"],
                      [(config.task, f"DvBERT ({config.objective}, {config.pooling})", len(config.teachers),
                        scores["test_spearman"], accuracy_cell(scores))])

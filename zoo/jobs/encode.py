@@ -12,7 +12,7 @@ import numpy as np
 from ..config import option
 from ..errors import ConfigError, DataError
 from ..logs import log
-from ..paths import atomic_file
+from ..paths import DEFAULT_ENCODER, atomic_file
 from .common import POOLINGS
 from ..models import from_preset
 
@@ -21,8 +21,8 @@ from ..models import from_preset
 class EncodeConfig:
     """Embed the lines of a text file with any model zoo loads."""
 
-    model: str = option(None, "a run folder, zoo preset (folder or name), .keras file or checkpoint folder",
-                        required=True)
+    model: str = option(DEFAULT_ENCODER, "a run folder, zoo preset (folder or name), .keras file or checkpoint "
+                                         "folder (default: the shipped general sentence-embedding model)")
     input: str = option(None, "text file, one text per line (UTF-8; .gz allowed)", required=True)
     output: str = option(None, "the .npy file to write (float32 [lines, dim])", required=True)
     batch_size: int = option(64, "texts per model call")

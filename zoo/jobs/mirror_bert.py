@@ -18,7 +18,7 @@ from ..losses import InBatchSoftmaxLoss
 from ..models.bi_encoder import SentenceEncoder
 from ..paths import DEFAULT_PRESET
 from ..train import fit
-from ..train.results import history_table, table, write_results
+from ..train.results import history_table, run_record, table, write_results
 from .common import POOLINGS
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
@@ -132,7 +132,6 @@ def report(config, start, sentences, run, before, after, t0):
     """results.json and results.md: zero-shot test Spearman before and after, per task."""
     markdown = table(["task", "zero-shot test Spearman before", "after"], [(t, before[t], after[t]) for t in before])
     return write_results(config.output, {
-        "config": {**dataclasses.asdict(config), "start": start, "sentences": len(sentences)},
-        "zero_shot_test_spearman_before": before, "zero_shot_test_spearman_after": after,
-        "epochs": run.history, "train_seconds": run.train_seconds, "seconds": time.time() - t0},
+        **run_record(config, run, t0, start=start, sentences=len(sentences)),
+        "zero_shot_test_spearman_before": before, "zero_shot_test_spearman_after": after},
         markdown + "\n\n" + history_table(run.history, "valid_spearman"))

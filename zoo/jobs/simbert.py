@@ -22,7 +22,7 @@ from ..losses import passthrough_loss
 from ..models.simbert import SimBERT
 from ..paths import sha256_of
 from ..train import fit
-from ..train.results import history_table, table, write_results
+from ..train.results import history_table, run_record, table, write_results
 from .common import TrainOptions, check_tasks, start
 
 SENTENCE_SEPARATORS = "\n。！？!?；;，, "
@@ -152,11 +152,10 @@ def report(config, checkpoint, output, run, groups, files, t0):
         zero_shot[task] = SpearmanEvaluator(test)(best)["spearman"]
     samples = {text: best.gen_synonyms(text, n=100, k=5, seed=config.seed) for text in config.samples}
     sizes = collections.Counter(map(len, groups))
-    results = {"config": {**dataclasses.asdict(config), "checkpoint": checkpoint, "output": output},
+    results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output),
                "data_files": {k: {"path": v, "sha256": sha256_of(v)} for k, v in files.items()},
-               "groups": len(groups), "group_sizes": dict(sorted(sizes.items())), "epochs": run.history,
-               "best_epoch": run.best_epoch, "test_spearman_zero_shot": zero_shot, "gen_synonyms": samples,
-               "train_seconds": run.train_seconds, "seconds": time.time() - t0}
+               "groups": len(groups), "group_sizes": dict(sorted(sizes.items())), "test_spearman_zero_shot": zero_shot,
+               "gen_synonyms": samples}
     markdown = table(["task", "zero-shot test Spearman (retrieval head)"], list(zero_shot.items()))
     markdown += "\n\n" + table(["input", "top gen_synonyms (cosine)"],
                                 [(text, "; ".join(f"{t} ({s:.2f})" for t, s in out)) for text, out in samples.items()])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-from keras import ops
 
 from ..backbone import BertBackbone, backbone_inputs
 from ..tokenizer import Tokenizer

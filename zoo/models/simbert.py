@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import keras
 import numpy as np
-from keras import ops
 
 from ..backbone import BertBackbone, backbone_inputs
 from ..logs import log
@@ -89,11 +90,15 @@ class SimBERT(Task):
                                                          use_cache=use_cache, max_source_len=self.maxlen)
         return self._runtime.decoders[key]
 
-    def gen_synonyms(self, text, n=100, k=20, topk=None, topp=0.95, temperature=1.0, use_cache=True, seed=None):
+    def gen_synonyms(self, text, n=100, k=20, topk=None, topp=0.95, temperature=1.0, use_cache=True, seed=None,
+                     filters=True):
         """Sample ``n`` paraphrases, de-duplicate, drop the input, rank by cosine to ``text``: top ``k`` [(text, score)].
 
         Sampling uses top-p 0.95 by default (the later bert4keras example); ``topk=5, topp=None`` is the
         original SimBERT script. A text longer than ``maxlen`` tokens is truncated (the cut is logged).
+        ``filters`` (default on) also drops copies that differ from the input (or from a better candidate) only in
+        punctuation, spaces or letter case, and degenerate samples with a character repeated 3+ times in a row
+        that the input does not have.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"gen_synonyms needs a non-empty text, got {text!r}")
@@ -106,6 +111,8 @@ class SimBERT(Task):
                                                         seed=seed)
         candidates = list(dict.fromkeys(self.tokenizer.decode(s) for s in samples))
         candidates = [c for c in candidates if c and c != text]
+        if filters:
+            candidates = filter_candidates(text, candidates)
         if not candidates:
             return []
         vectors = self.encode([text] + candidates)
@@ -127,3 +134,30 @@ class SimBERT(Task):
 class _Runtime:
     def __init__(self):
         self.encoder, self.decoders = None, {}
+
+
+def filter_candidates(text, candidates):
+    """``candidates`` without copies of ``text`` or of an earlier candidate up to punctuation, spaces and case,
+    and without degenerate repeats (a character 3+ times in a row) that ``text`` does not have; order kept."""
+    seen, kept = {normalized(text)}, []
+    for c in candidates:
+        key = normalized(c)
+        if key and key not in seen and (has_repeat(text) or not has_repeat(c)):
+            seen.add(key)
+            kept.append(c)
+    return kept
+
+
+def normalized(text):
+    """``text`` without punctuation, symbols and spaces, lower-cased: two texts equal here say the same words."""
+    return "".join(ch for ch in text.lower() if unicodedata.category(ch)[0] in "LN")
+
+
+def has_repeat(text, times=3):
+    """True when one character occurs ``times`` or more times in a row (a degenerate sample: 吃吃吃)."""
+    run = 1
+    for a, b in zip(text, text[1:]):
+        run = run + 1 if a == b else 1
+        if run >= times:
+            return True
+    return False

@@ -68,11 +68,12 @@ class Task(keras.Model):
             raise TypeError(f"{path} holds a {stored or 'checkpoint'}, not a {cls.__name__}")
         return cls.from_preset(path)
 
-    def save(self, path, metadata=None, **kwargs):
-        """``path`` ending in ``.keras``: a Keras file (tokenizer inside); otherwise a zoo preset folder."""
+    def save(self, path, metadata=None, weights_dtype="float32", **kwargs):
+        """``path`` ending in ``.keras``: a Keras file (tokenizer inside); otherwise a zoo preset folder (weights
+        stored as ``weights_dtype``: float32, or float16 for half the size)."""
         if str(path).endswith(".keras"):
             return super().save(path, **kwargs)
-        return save_preset(self, self.tokenizer, path, metadata=metadata)
+        return save_preset(self, self.tokenizer, path, metadata=metadata, weights_dtype=weights_dtype)
 
     def _config(self, **fields):
         return {"name": self.name, "trainable": self.trainable, **fields,

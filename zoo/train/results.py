@@ -3,8 +3,10 @@ and ``results.md`` (the same as readable tables), written atomically."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+import time
 
 from ..logs import log
 from ..paths import RESULTS_JSON, RESULTS_MD, sha256_of, write_json_atomic, write_text_atomic
@@ -29,6 +31,13 @@ def data_files(datasets):
     """{name: path, sha256, pairs, duplicates, bad lines} of PairDatasets, for results.json."""
     return {name: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d),
                    "duplicates": d.duplicates, "bad_lines": d.bad_lines} for name, d in datasets.items()}
+
+
+def run_record(config, run, t0, **settings):
+    """What every training job's results.json starts with: the settings (the config's fields, plus resolved ones
+    such as the checkpoint), the per-epoch history, the best epoch and the seconds (training; in all since ``t0``)."""
+    return {"config": {**dataclasses.asdict(config), **settings}, "epochs": run.history,
+            "best_epoch": run.best_epoch, "train_seconds": run.train_seconds, "seconds": time.time() - t0}
 
 
 def table(header, rows):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -49,6 +50,12 @@ def _write_state(directory, model_vars, optimizer_vars, progress):
             json.dump(meta, f, indent=1)
 
 
+def _layout(path):
+    """A variable path without the per-process counters Keras appends to generated names (``seed_generator_35``
+    in one process is ``seed_generator_56`` in a process that built other models first)."""
+    return re.sub(r"_\d+(?=/|$)", "", path)
+
+
 def load_state(directory, trainer):
     """Restore what ``save_state`` wrote into ``trainer``; returns the progress dict, or None when there is no
     state. A state of another model, or a damaged one, raises CheckpointError naming the file."""
@@ -70,8 +77,8 @@ def load_state(directory, trainer):
     if meta.get("sha256") and sha256_of(arrays_path) != meta["sha256"]:
         raise CheckpointError(f"{arrays_path}: sha256 differs from {PROGRESS} (the file is damaged)")
     model_vars, _ = _variables(trainer)
-    if [v.path for v in model_vars] != paths:
-        diff = next((f"{a} vs {b}" for a, b in zip(paths, (v.path for v in model_vars)) if a != b),
+    if [_layout(v.path) for v in model_vars] != [_layout(p) for p in paths]:
+        diff = next((f"{a} vs {b}" for a, b in zip(paths, (v.path for v in model_vars)) if _layout(a) != _layout(b)),
                     f"{len(paths)} vs {len(model_vars)} variables")
         raise CheckpointError(f"{meta_path}: the training state belongs to another model ({diff}); use a new "
                               f"--output, or delete {directory}")
