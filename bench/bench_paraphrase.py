@@ -55,6 +55,16 @@ def metrics(inputs, candidates, judge_scores):
     }
 
 
+def card_markdown(result):
+    """The section a model card shows (bench/ship_preset.py --extra): what was measured, how, and the tables."""
+    return (f"## Paraphrasing (`{result['command']}`)\n\n"
+            f"`gen_synonyms(text, n={result['n']}, k={result['k']})` on {result['metrics']['returned (filters on)']['inputs']}"
+            f" sentences of LCQMC and BQ **test** (never trained on); judge: the LCQMC cross-encoder `{result['judge']}` "
+            "(P(similar) >= 0.5). Targets: >= 50% judged paraphrases, >= 95% without a character repeated 3+ times "
+            "in a row, < 20% copies (equal to the input up to punctuation, spaces and case).\n\n"
+            f"{result['table']}\n\nSample (inputs picked with a fixed seed):\n\n{result['sample_table']}\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="a SimBERT preset (name or folder) or run folder")
@@ -103,6 +113,7 @@ def main():
                                       m["inputs_with_no_candidate"]] for name, m in rows.items()])
     result["sample_table"] = table(["test split", "input", "top 3 gen_synonyms"],
                                    [[s["task"], s["input"], " / ".join(s["top3"])] for s in sample])
+    result["markdown"] = card_markdown(result)
     print(result["table"] + "\n\n" + result["sample_table"])
     write_json_atomic(args.out, result)
     print(f"wrote {args.out} ({seconds:.0f} s of generation)")
