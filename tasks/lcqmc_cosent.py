@@ -25,7 +25,7 @@ from zoo.models import build_pair_trainer
 from zoo.train import PairBatches, fit, learning_rate
 
 setup_cli()
-config = parse(BiEncoderConfig, fixed={"task": "LCQMC", "objective": "cosent"},
+config = parse(BiEncoderConfig, fixed={"task": "LCQMC", "objective": "cosent", "matryoshka_dims": ()},
                description="CoSENT bi-encoder on LCQMC (the main job)")
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET

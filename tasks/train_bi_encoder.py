@@ -36,9 +36,10 @@ encoder = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, ma
 
 # 3. Loss and batches: one task's pairs, or several tasks' (one task per batch, or mixed: --batching).
 batches = train_batches(config, encoder.tokenizer, splits)
-trainer = build_pair_trainer(encoder, config.objective)  # cosine per pair, or the SBERT softmax head
+# cosine per pair (at each --matryoshka-dims too), or the SBERT softmax head
+trainer = build_pair_trainer(encoder, config.objective, matryoshka_dims=config.matryoshka_dims)
 trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, config.epochs * len(batches))),
-                loss=objective_loss(config.objective), jit_compile=config.jit_compile)
+                loss=objective_loss(config.objective, config.matryoshka_dims), jit_compile=config.jit_compile)
 
 # 4. Train, keeping the best model by valid Spearman (the mean over tasks when there are several).
 evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in config.tasks}

@@ -97,6 +97,38 @@ def test_save_load_round_trips(tiny_encoders, tmp_path, pooling):
     assert bb.num_layers == 2
 
 
+def test_truncate_dim_keeps_the_first_dimensions(tiny_encoders):
+    enc = tiny_encoders["mean"]
+    full = enc.encode(TEXTS, normalize_embeddings=False)
+    cut = enc.encode(TEXTS, truncate_dim=8)
+    assert cut.shape == (len(TEXTS), 8)
+    np.testing.assert_allclose(cut, full[:, :8] / np.linalg.norm(full[:, :8], axis=1, keepdims=True), atol=1e-6)
+    with pytest.raises(ValueError, match="truncate_dim"):
+        enc.encode(TEXTS, truncate_dim=enc.dim + 1)
+
+
+def test_long_text_chunks_are_overlapping_windows_averaged(tiny_encoders):
+    """long_text="chunk": a text within maxlen is unchanged; a longer one is the token-weighted mean of its
+    windows' vectors (windows of maxlen - 2 tokens, a new one every stride), not the truncated text's vector."""
+    from zoo.models.bi_encoder import chunk_pieces
+
+    enc = tiny_encoders["mean"]  # maxlen 32: windows of 30 text tokens
+    short = ["今天天气很好", "我们在中国"]
+    np.testing.assert_allclose(enc.encode(short, long_text="chunk"), enc.encode(short), atol=1e-6)
+    long = "天气很好我们在中国" * 9  # 81 tokens
+    windows, owner, weights = chunk_pieces(enc.tokenizer.piece_ids([long]), 30, 10)
+    assert [len(w) for w in windows] == [30, 30, 30, 30, 30, 30, 21] and owner.tolist() == [0] * 7
+    parts = enc.encode([enc.tokenizer.decode(w) for w in windows], normalize_embeddings=False)
+    expected = (parts * weights[:, None]).sum(0) / weights.sum()
+    got = enc.encode(long, long_text="chunk", stride=10)
+    np.testing.assert_allclose(got, expected / np.linalg.norm(expected), atol=1e-5)
+    assert np.abs(got - enc.encode(long)).max() > 1e-3  # not the truncated text's vector
+    with pytest.raises(ValueError, match="long_text"):
+        enc.encode(long, long_text="split")
+    with pytest.raises(ValueError, match="stride"):
+        enc.encode(long, long_text="chunk", stride=31)
+
+
 def test_float16_preset_is_half_the_size_and_loads_into_float32(tiny_encoders, tmp_path):
     """weights_dtype="float16": every weight rounded to float16 on disk, loaded back into float32 variables;
     embeddings within float16 rounding of the float32 preset's; values float16 cannot hold are refused."""

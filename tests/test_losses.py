@@ -74,3 +74,37 @@ def test_cosine_mse_and_triplet():
     n = np.array([[0.0, 1.0]], "float32")  # distance 1
     assert as_np(triplet_loss(a, p, n, margin=1.0)) == pytest.approx(5.0)
     assert as_np(triplet_loss(a, n, p, margin=1.0)) == pytest.approx(0.0)
+
+
+def test_matryoshka_loss_sums_the_pair_loss_over_nested_dimensions():
+    """NestedPairCosine gives each pair's cosine on the first d dimensions, for every d; MatryoshkaLoss is the
+    CoSENT loss of each column, summed; the trainer always includes the full dimension."""
+    import keras
+
+    import zoo
+    from conftest import synthetic_vocab
+    from zoo.losses import CoSENTLoss, MatryoshkaLoss
+    from zoo.models import build_pair_trainer
+    from zoo.models.bi_encoder import NestedPairCosine
+
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(8, 16)).astype("float32")
+    nested = ops.convert_to_numpy(NestedPairCosine([4, 8, 16])(emb))
+    for j, d in enumerate((4, 8, 16)):
+        np.testing.assert_allclose(nested[:, j], ops.convert_to_numpy(pair_cosine(emb[:, :d])), atol=1e-6)
+    labels = np.array([1, 0, 1, 0], "float32")
+    total = float(MatryoshkaLoss(CoSENTLoss())(labels, nested))
+    expected = sum(float(cosent_loss(labels, nested[:, j])) for j in range(3))
+    assert total == pytest.approx(expected, rel=1e-5)
+    assert total > float(cosent_loss(labels, nested[:, -1])) + 1e-3
+
+    tok = zoo.Tokenizer(synthetic_vocab())
+    encoder = zoo.SentenceEncoder(zoo.BertBackbone(tok.vocab_size, 1, 2, 16, 32, max_sequence_length=32), tok)
+    trainer = build_pair_trainer(encoder, "cosent", matryoshka_dims=(4, 8))
+    assert trainer.get_layer("nested_pair_cosine").dims == [4, 8, 16]
+    with pytest.raises(ValueError, match="cosine objective"):
+        build_pair_trainer(encoder, "sbert", matryoshka_dims=(4,))
+    with pytest.raises(ValueError, match="must lie in"):
+        build_pair_trainer(encoder, "cosent", matryoshka_dims=(32,))
+    assert isinstance(keras.losses.deserialize(keras.losses.serialize(MatryoshkaLoss(CoSENTLoss()))),
+                      MatryoshkaLoss)

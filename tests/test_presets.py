@@ -48,8 +48,17 @@ def test_zoo_encode_uses_the_general_model_by_default(tmp_path):
     run = subprocess.run([sys.executable, "-m", "zoo", "encode", "--input", str(tmp_path / "in.txt"), "--output",
                           str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-2000:]
-    expected = zoo.SentenceEncoder.from_preset(zoo.DEFAULT_ENCODER).encode(["花呗怎么开通", "如何开通花呗"])
+    encoder = zoo.SentenceEncoder.from_preset(zoo.DEFAULT_ENCODER)
+    expected = encoder.encode(["花呗怎么开通", "如何开通花呗"])
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5)
+    from zoo.jobs.encode import EncodeConfig, run as encode  # the flags reach encode()
+
+    encode(EncodeConfig(input=str(tmp_path / "in.txt"), output=str(tmp_path / "cut.npy"), truncate_dim=64,
+                        long_text="chunk", maxlen=6))
+    cut = encoder.encode(["花呗怎么开通", "如何开通花呗"], truncate_dim=64, long_text="chunk", maxlen=6)
+    np.testing.assert_allclose(np.load(tmp_path / "cut.npy"), cut, atol=1e-5)
+    assert cut.shape == (2, 64) and np.abs(cut - expected[:, :64] / np.linalg.norm(expected[:, :64], axis=1,
+                                                                                     keepdims=True)).max() > 1e-3
 
 
 def test_simbert_preset_paraphrases_without_repetition_or_copies():

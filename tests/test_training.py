@@ -74,6 +74,16 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path)
     assert best.tokenizer is not None and best.maxlen == 16
 
 
+def test_matryoshka_dims_flag_trains_and_is_checked(tiny_setup, tmp_path):
+    results = train_bi_encoder(config(tiny_setup, tmp_path / "m", epochs=1, matryoshka_dims=("8",)))
+    assert list(results["config"]["matryoshka_dims"]) == [8]
+    assert results["epochs"][-1]["valid_spearman"] > results["epochs"][0]["valid_spearman"]
+    with pytest.raises(zoo.ConfigError, match="matryoshka"):
+        config(tiny_setup, tmp_path / "x", matryoshka_dims=("x",))
+    with pytest.raises(zoo.ConfigError, match="matryoshka"):
+        config(tiny_setup, tmp_path / "x", objective="sbert", matryoshka_dims=("8",))
+
+
 def test_sbert_objective_trains(tiny_setup, tmp_path):
     results = train_bi_encoder(config(tiny_setup, tmp_path / "sbert", objective="sbert", epochs=1))
     assert results["epochs"][1]["valid_spearman"] > results["epochs"][0]["valid_spearman"] + 10

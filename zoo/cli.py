@@ -2,7 +2,8 @@
 dataclasses (``zoo.config``).
 
     zoo train {bi-encoder,cross-encoder,dvbert,simbert} ...     zoo pretrain ...     zoo mirror-bert ...
-    zoo compare ...     zoo evaluate ...     zoo encode ...     zoo export ...     zoo serve ...
+    zoo compare ...     zoo evaluate ...     zoo encode ...     zoo index build ...     zoo search ...
+    zoo export ...     zoo serve ...
 
 A command's result (a table, a path, the serving address) goes to stdout; progress and messages to stderr.
 """
@@ -31,6 +32,8 @@ COMMANDS = [
      "representation vs interaction: accuracy at the valid-fitted threshold"),
     (("evaluate",), "zoo.jobs.evaluate", "EvaluateConfig", "any saved model on any task's valid and test splits"),
     (("encode",), "zoo.jobs.encode", "EncodeConfig", "a text file -> an .npy file of embeddings"),
+    (("index", "build"), "zoo.jobs.search", "IndexBuildConfig", "a text file -> a search index (vectors, texts, BM25)"),
+    (("search",), "zoo.jobs.search", "SearchConfig", "query a search index: dense, BM25 or hybrid"),
     (("export",), "zoo.export", "ExportConfig", "a SavedModel (tokenizer inside) or ONNX for serving"),
     (("serve",), "zoo.serving", "ServeConfig", "serve an export with TF Serving's REST and gRPC APIs"),
 ]
@@ -45,8 +48,8 @@ def build_parser():
         container = commands
         if len(words) == 2:
             if words[0] not in groups:
-                group = commands.add_parser(words[0], help="train a model: " + ", ".join(
-                    w[1] for w, *_ in COMMANDS if w[0] == words[0]), description="Train a model.")
+                jobs = ", ".join(w[1] for w, *_ in COMMANDS if w[0] == words[0])
+                group = commands.add_parser(words[0], help=f"{words[0]}: {jobs}", description=f"zoo {words[0]} {{{jobs}}}")
                 groups[words[0]] = group.add_subparsers(dest="job", required=True, metavar="JOB")
             container = groups[words[0]]
         config_class = getattr(importlib.import_module(module), config_name)
@@ -75,5 +78,10 @@ def main(argv=None):
         print(f"exported to {result}")
     elif args.words == "encode":
         print(f"wrote {result['output']} {tuple(result['shape'])}")
+    elif args.words == "index build":
+        print(f"wrote {result['output']}: {result['texts']} texts, {result['dim']}-d")
+    elif args.words == "search":
+        for query, hits in zip(config.query, result):
+            print(f"{query}\n" + "\n".join(f"  {score:.4f}  {text}" for text, score in hits))
     log.debug("done: zoo %s", args.words)
     return 0 if not isinstance(result, int) else result

@@ -79,6 +79,23 @@ class CoSENTLoss(keras.losses.Loss):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
+class MatryoshkaLoss(keras.losses.Loss):
+    """Matryoshka training: ``loss`` (a pair loss on [B] cosines, e.g. CoSENT) summed over nested dimensions.
+    ``y_pred`` is [B, k]: the pair cosines computed on the first d_1 < ... < d_k dimensions of the embeddings
+    (``zoo.models.build_pair_trainer(..., matryoshka_dims=...)``), so that truncated vectors stay useful."""
+
+    def __init__(self, loss, name="matryoshka", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.loss = keras.losses.get(loss) if isinstance(loss, (str, dict)) else loss
+
+    def call(self, y_true, y_pred):
+        return sum(self.loss.call(y_true, y_pred[:, i]) for i in range(y_pred.shape[-1]))
+
+    def get_config(self):
+        return {**super().get_config(), "loss": keras.saving.serialize_keras_object(self.loss)}
+
+
+@keras.saving.register_keras_serializable(package="zoo")
 class CosineMSELoss(keras.losses.Loss):
     def __init__(self, name="cosine_mse", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -1,4 +1,5 @@
-"""Semantic search: exact cosine top-k in numpy (chunked) or approximate with faiss, behind one API."""
+"""Semantic search: exact cosine top-k in numpy (chunked) or approximate with faiss, behind one API; BM25 over the
+same texts (the bm25s library) and hybrid search fusing both rankings (reciprocal-rank fusion)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import math
 import os
 import re
+import unicodedata
 
 import numpy as np
 
@@ -14,10 +16,37 @@ from .paths import atomic_dir, check_manifest, file_manifest, read_json_file
 from .vectors import normalize_rows
 
 INDEX_FILE = "index.json"
+LEXICAL_TERMS = ("bigram", "jieba")
+SEARCH_MODES = ("dense", "lexical", "hybrid")
+RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 
 
 def _normalise(x):
     return normalize_rows(np.atleast_2d(x))
+
+
+def lexical_terms(text, terms="bigram"):
+    """BM25 terms of a (Chinese) text, lower-cased, punctuation and spaces dropped: "bigram": overlapping
+    character bigrams (a one-character text: that character); "jieba": jieba's words."""
+    if terms == "jieba":
+        import jieba
+
+        return [w for w in jieba.lcut(text.lower()) if any(_is_word_char(c) for c in w)]
+    chars = [c for c in text.lower() if _is_word_char(c)]
+    return ["".join(p) for p in zip(chars, chars[1:])] or chars
+
+
+def _is_word_char(ch):
+    return unicodedata.category(ch)[0] in "LN"
+
+
+def reciprocal_rank_fusion(rankings, weights, k=RRF_K):
+    """{item: sum of weight / (k + rank)} over ``rankings`` (lists of items, best first; rank 1 = first)."""
+    fused = {}
+    for ranking, weight in zip(rankings, weights):
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
+    return fused
 
 
 def default_factory(n):
@@ -54,24 +83,31 @@ class SemanticIndex:
     >>> index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
     >>> SemanticIndex(dim=256, backend="faiss", factory="IVF1024,Flat", nprobe=32).add(vectors=v)
 
+    >>> index.search("怎么开通花呗", mode="hybrid")     # dense + BM25, fused by reciprocal rank
+
     ``backend="faiss"`` builds a faiss index (inner product) from ``factory`` when first searched (training it
     on the added vectors if the factory needs training); ``factory=None`` picks one for the corpus size
-    (``default_factory``). Exact search needs no build.
+    (``default_factory``). Exact search needs no build. ``lexical``: the BM25 terms of the texts (character
+    bigrams or jieba words, ``lexical_terms``); the BM25 index is built at the first lexical or hybrid search.
     """
 
-    def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32):
+    def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32, lexical="bigram",
+                 model=None):
         if backend not in ("exact", "faiss"):
             raise ValueError(f"backend must be 'exact' or 'faiss', got {backend!r}")
-        if encoder is None and dim is None:  # the shipped general sentence-embedding model
-            from .models import SentenceEncoder
+        if lexical not in LEXICAL_TERMS:
+            raise ValueError(f"lexical must be one of {LEXICAL_TERMS}, got {lexical!r}")
+        if encoder is None and dim is None:  # the shipped general sentence-embedding model (a saved SentenceEncoder)
             from .paths import DEFAULT_ENCODER
+            from .presets import load_saved
 
-            encoder = SentenceEncoder.from_preset(DEFAULT_ENCODER)
+            encoder, model = load_saved(DEFAULT_ENCODER), DEFAULT_ENCODER
         self.encoder, self.backend, self.factory, self.nprobe = encoder, backend, factory, nprobe
+        self.lexical, self.model = lexical, model  # model: the encoder's name or path, recorded by save()
         self.dim = dim or encoder.dim
         self.vectors = np.zeros((0, self.dim), dtype="float32")
         self.texts = []
-        self._faiss = None
+        self._faiss = self._bm25 = None
 
     def __len__(self):
         return len(self.vectors)
@@ -91,7 +127,7 @@ class SemanticIndex:
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
         self.vectors = np.concatenate([self.vectors, vectors]) if len(self.vectors) else vectors
         self.texts += list(texts) if texts is not None else [None] * len(vectors)
-        self._faiss = None
+        self._faiss = self._bm25 = None
         return self
 
     def _queries(self, queries, batch_size):
@@ -116,11 +152,46 @@ class SemanticIndex:
         scores, indices = index.search(queries, min(topk, len(self.vectors)))
         return scores, indices
 
-    def search(self, queries, topk=10, batch_size=64):
-        """For each query: [(text or row index, cosine)] best first."""
-        scores, indices = self.search_vectors(self._queries(queries, batch_size), topk)
+    def search(self, queries, topk=10, batch_size=64, mode="dense", weight=0.5, depth=100, query_vectors=None):
+        """For each query: [(text or row index, score)] best first. ``mode``: "dense" (score: cosine), "lexical"
+        (BM25 over the texts; only texts sharing a term), or "hybrid": the top ``depth`` of each, fused by
+        reciprocal rank, ``weight`` on the dense ranking and 1 - weight on BM25's (score: the fused value).
+        ``query_vectors``: the queries' embeddings when already computed (else the encoder embeds them)."""
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        if mode == "dense":
+            scores, indices = self.search_vectors(self._queries(queries, batch_size) if query_vectors is None
+                                                  else query_vectors, topk)
+        else:
+            texts = [queries] if isinstance(queries, str) else list(queries)
+            scores, indices = self.search_lexical(texts, topk if mode == "lexical" else depth)
+            if mode == "hybrid":
+                if not 0.0 <= weight <= 1.0:
+                    raise ValueError(f"weight must be in [0, 1], got {weight}")
+                _, dense = self.search_vectors(self._queries(texts, batch_size) if query_vectors is None
+                                               else query_vectors, depth)
+                fused = [reciprocal_rank_fusion([[i for i in drow if i >= 0], lrow], [weight, 1.0 - weight])
+                         for drow, lrow in zip(dense, indices)]
+                best = [sorted(f.items(), key=lambda kv: (-kv[1], kv[0]))[:topk] for f in fused]
+                indices = [[i for i, _ in row] for row in best]
+                scores = [[v for _, v in row] for row in best]
         return [[(self.texts[i] if self.texts[i] is not None else int(i), float(s))
                  for s, i in zip(srow, irow) if i >= 0] for srow, irow in zip(scores, indices)]
+
+    def search_lexical(self, texts, topk=10):
+        """BM25 (scores, indices) lists per query text, best first; only texts that share a term."""
+        if any(t is None for t in self.texts) or not self.texts:
+            raise ValueError("lexical search needs the index's texts (this index holds bare vectors or is empty)")
+        if self._bm25 is None:
+            import bm25s
+
+            self._bm25 = bm25s.BM25()
+            self._bm25.index([lexical_terms(t, self.lexical) for t in self.texts], show_progress=False)
+        k = min(topk, len(self.texts))
+        ids, values = self._bm25.retrieve([lexical_terms(t, self.lexical) for t in texts], k=k, show_progress=False)
+        keep = values > 0
+        return ([list(map(float, v[m])) for v, m in zip(values, keep)],
+                [list(map(int, i[m])) for i, m in zip(ids, keep)])
 
     def _faiss_index(self):
         if self._faiss is None:
@@ -155,7 +226,7 @@ class SemanticIndex:
             with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
                 json.dump(self.texts, f, ensure_ascii=False)
             meta = {"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe,
-                    "files": file_manifest(tmp)}
+                    "lexical": self.lexical, "model": self.model, "files": file_manifest(tmp)}
             with open(os.path.join(tmp, INDEX_FILE), "w", encoding="utf-8") as f:
                 json.dump(meta, f)
 
@@ -171,6 +242,10 @@ class SemanticIndex:
             index = cls(encoder=encoder, **meta)
         except TypeError as e:
             raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings ({e})") from None
+        if encoder is not None and getattr(encoder, "dim", index.dim) != index.dim:
+            raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: the index holds {index.dim}-d vectors"
+                                  f"{' of ' + index.model if index.model else ''}; the encoder gives {encoder.dim}-d "
+                                  f"vectors: search it with the model it was built with")
         vectors = os.path.join(directory, "vectors.npy")
         try:
             index.vectors = np.load(vectors)

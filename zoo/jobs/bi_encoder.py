@@ -18,7 +18,7 @@ from ..config import option
 from ..data import PairDataset, load_splits
 from ..errors import ConfigError
 from ..evaluation import MeanEvaluator, SpearmanEvaluator
-from ..losses import CoSENTLoss, CosineMSELoss
+from ..losses import CoSENTLoss, CosineMSELoss, MatryoshkaLoss
 from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
 from ..train import MultiTaskBatches, PairBatches, check_warmup, fit, learning_rate
 from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
@@ -44,6 +44,8 @@ class BiEncoderConfig(TrainOptions):
     batching: str = option("task", "several tasks: each batch from one task, or all mixed with graded labels "
                                    "scaled to [0, 1]", choices=("task", "mixed"))
     eval_tasks: tuple = option((), "more tasks to evaluate the best model on (not trained on), e.g. PAWSX")
+    matryoshka_dims: tuple = option((), "Matryoshka training: the loss also on the first D dimensions, e.g. "
+                                        "64,128 (cosent / cosine_mse; encode with truncate_dim=D)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -57,6 +59,12 @@ class BiEncoderConfig(TrainOptions):
         if self.batching not in ("task", "mixed"):
             raise ConfigError(f"--batching must be 'task' or 'mixed', got {self.batching!r}")
         check_warmup(self.warmup)
+        try:
+            self.matryoshka_dims = tuple(int(d) for d in self.matryoshka_dims)
+        except ValueError:
+            raise ConfigError(f"--matryoshka-dims must be integers, got {','.join(self.matryoshka_dims)}") from None
+        if self.matryoshka_dims and (self.objective == "sbert" or min(self.matryoshka_dims) < 1):
+            raise ConfigError("--matryoshka-dims needs --loss cosent or cosine_mse and dimensions >= 1")
 
     @property
     def tasks(self):
@@ -73,9 +81,11 @@ def objective_labels(objective, labels):
     return (labels / (5.0 if graded else 1.0)).astype("float32")
 
 
-def objective_loss(objective):
-    return {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
+def objective_loss(objective, matryoshka_dims=()):
+    """The objective's Keras loss; with ``matryoshka_dims``, summed over the nested dimensions."""
+    loss = {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
             "sbert": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}[objective]
+    return MatryoshkaLoss(loss) if matryoshka_dims else loss
 
 
 def train_batches(config, tokenizer, splits):
@@ -105,10 +115,12 @@ def run(config: BiEncoderConfig):
 
     encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
     batches = train_batches(config, encoder.tokenizer, splits)
-    trainer = build_pair_trainer(encoder, config.objective)
+    if any(d > encoder.dim for d in config.matryoshka_dims):
+        raise ConfigError(f"--matryoshka-dims: the model has {encoder.dim} dimensions, got {config.matryoshka_dims}")
+    trainer = build_pair_trainer(encoder, config.objective, matryoshka_dims=config.matryoshka_dims)
     trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
                                                                   config.epochs * len(batches))),
-                    loss=objective_loss(config.objective), jit_compile=config.jit_compile)
+                    loss=objective_loss(config.objective, config.matryoshka_dims), jit_compile=config.jit_compile)
     evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in tasks}
     evaluator = evaluators[tasks[0]] if len(tasks) == 1 else MeanEvaluator(evaluators)
     evaluator.name = "valid"

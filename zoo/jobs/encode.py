@@ -29,6 +29,9 @@ class EncodeConfig:
     maxlen: int | None = option(None, "tokens per text (default: the model's)")
     pooling: str | None = option(None, "pooling when MODEL is a checkpoint, not a saved encoder (default: cls)",
                                  choices=POOLINGS)
+    long_text: str = option("truncate", "texts over maxlen tokens: cut, or averaged over overlapping windows",
+                            choices=("truncate", "chunk"))
+    truncate_dim: int | None = option(None, "keep the first D dimensions of each vector (then L2-normalise)")
 
     def __post_init__(self):
         if not str(self.output).endswith(".npy"):
@@ -59,7 +62,8 @@ def run(config: EncodeConfig):
     if not hasattr(model, "encode"):
         raise ConfigError(f"{config.model} holds a {type(model).__name__}, which has no sentence vectors to encode")
     texts = read_lines(config.input)
-    vectors = model.encode(texts, batch_size=config.batch_size, show_progress_bar=True)
+    vectors = model.encode(texts, batch_size=config.batch_size, show_progress_bar=True, long_text=config.long_text,
+                           truncate_dim=config.truncate_dim)
     os.makedirs(os.path.dirname(os.path.abspath(config.output)), exist_ok=True)
     with atomic_file(config.output, "wb") as f:
         np.save(f, vectors.astype("float32"))

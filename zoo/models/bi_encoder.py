@@ -52,20 +52,39 @@ class SentenceEncoder(Task):
         return self._config(pooling=self.pooling, maxlen=self.maxlen)
 
     # ------------------------------------------------------------------ inference
-    def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None):
+    def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None,
+               truncate_dim=None, long_text="truncate", stride=None):
         """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
 
-        Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled. Texts
-        longer than ``maxlen`` tokens (default ``self.maxlen``) are truncated; "" encodes as ``[CLS] [SEP]``.
+        Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled; "" encodes
+        as ``[CLS] [SEP]``. A text longer than ``maxlen`` tokens (default ``self.maxlen``) is cut
+        (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping windows of ``maxlen``
+        tokens (a new window every ``stride`` tokens, default half a window) whose vectors are averaged, each
+        weighted by its token count. ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
+        normalise.
         """
         self._require_tokenizer()
+        if long_text not in ("truncate", "chunk"):
+            raise ValueError(f"long_text must be 'truncate' or 'chunk', got {long_text!r}")
+        if truncate_dim is not None and not 1 <= truncate_dim <= self.dim:
+            raise ValueError(f"truncate_dim must be in [1, {self.dim}], got {truncate_dim}")
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         maxlen = maxlen or self.maxlen
         out = np.zeros((0, self.dim), dtype="float32")
         if texts:
-            rows = [self.tokenizer._assemble(p, None, maxlen) for p in self.tokenizer.piece_ids(texts)]
+            pieces = self.tokenizer.piece_ids(texts)
+            owner, weights = np.arange(len(texts)), None
+            if long_text == "chunk":
+                pieces, owner, weights = chunk_pieces(pieces, maxlen - 2, stride)
+            rows = [self.tokenizer._assemble(p, None, maxlen) for p in pieces]
             out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent")
+            if long_text == "chunk":
+                sums = np.zeros((len(texts), out.shape[1]), dtype="float64")
+                np.add.at(sums, owner, out * weights[:, None])
+                out = (sums / np.bincount(owner, weights, minlength=len(texts))[:, None]).astype("float32")
+        if truncate_dim is not None:
+            out = out[:, :truncate_dim]
         if normalize_embeddings:
             out = normalize_rows(out)
         return out[0] if single else out
@@ -91,6 +110,27 @@ class SentenceEncoder(Task):
         return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size))
 
 
+def chunk_pieces(pieces, window, stride=None):
+    """Split each text's token ids into windows of ``window`` tokens, a new one every ``stride`` (default
+    window // 2) until the text's end is covered -> (windows, owner text index of each, token count of each)."""
+    if window < 1:
+        raise ValueError(f"maxlen leaves no room for text tokens (window {window})")
+    stride = stride or max(1, window // 2)
+    if not 1 <= stride <= window:
+        raise ValueError(f"stride must be in [1, {window}] (the window), got {stride}")
+    windows, owner, weights = [], [], []
+    for i, ids in enumerate(pieces):
+        starts = range(0, max(len(ids) - window, 0) + stride, stride) if len(ids) > window else [0]
+        for start in starts:
+            part = ids[start:start + window]
+            windows.append(part)
+            owner.append(i)
+            weights.append(max(len(part), 1))
+            if start + window >= len(ids):
+                break
+    return windows, np.asarray(owner), np.asarray(weights, dtype="float64")
+
+
 # ---------------------------------------------------------------------------------- training heads
 @keras.saving.register_keras_serializable(package="zoo")
 class PairCosine(keras.layers.Layer):
@@ -101,6 +141,24 @@ class PairCosine(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return (None if input_shape[0] is None else input_shape[0] // 2,)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class NestedPairCosine(keras.layers.Layer):
+    """[2B, d] interleaved pair embeddings -> [B, k] cosines on their first ``dims[j]`` dimensions (Matryoshka)."""
+
+    def __init__(self, dims, **kwargs):
+        super().__init__(**kwargs)
+        self.dims = [int(d) for d in dims]
+
+    def call(self, embeddings):
+        return ops.stack([pair_cosine(embeddings[:, :d]) for d in self.dims], axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return (None if input_shape[0] is None else input_shape[0] // 2, len(self.dims))
+
+    def get_config(self):
+        return {**super().get_config(), "dims": self.dims}
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -127,14 +185,23 @@ class SBERTClassifier(keras.layers.Layer):
         return {**super().get_config(), "num_classes": self.num_classes}
 
 
-def build_pair_trainer(encoder, objective="cosent", num_classes=2):
+def build_pair_trainer(encoder, objective="cosent", num_classes=2, matryoshka_dims=None):
     """A Keras model over interleaved pair rows [2B, T] for training ``encoder``.
 
-    cosent / cosine_mse: outputs [B] cosines. sbert: outputs [B, num_classes] logits of the softmax head.
+    cosent / cosine_mse: outputs [B] cosines; with ``matryoshka_dims`` (e.g. (64, 128)) [B, k] cosines on the
+    first 64, 128, ... and all dimensions, for ``zoo.losses.MatryoshkaLoss``. sbert: outputs [B, num_classes]
+    logits of the softmax head.
     """
     inputs = backbone_inputs()
     embeddings = encoder(inputs)
-    if objective in ("cosent", "cosine_mse"):
+    if matryoshka_dims and objective not in ("cosent", "cosine_mse"):
+        raise ValueError(f"matryoshka_dims needs a cosine objective (cosent, cosine_mse), not {objective!r}")
+    if matryoshka_dims:
+        dims = sorted(set(matryoshka_dims) | {encoder.dim})
+        if dims[0] < 1 or dims[-1] > encoder.dim:
+            raise ValueError(f"matryoshka_dims must lie in [1, {encoder.dim}], got {sorted(matryoshka_dims)}")
+        outputs = NestedPairCosine(dims, name="nested_pair_cosine")(embeddings)
+    elif objective in ("cosent", "cosine_mse"):
         outputs = PairCosine(name="pair_cosine")(embeddings)
     elif objective == "sbert":
         outputs = SBERTClassifier(num_classes, name="sbert_classifier")(embeddings)

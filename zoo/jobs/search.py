@@ -1,0 +1,75 @@
+"""Search jobs: ``zoo index build`` (a text file -> a saved SemanticIndex: vectors, texts, BM25 terms) and
+``zoo search`` (queries against a saved index: dense, BM25 or hybrid)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import option
+from ..errors import ConfigError
+from ..logs import log
+from ..models import from_preset
+from ..paths import DEFAULT_ENCODER
+from ..retrieval import LEXICAL_TERMS, SEARCH_MODES, SemanticIndex
+from .encode import read_lines
+
+
+@dataclasses.dataclass
+class IndexBuildConfig:
+    """Embed the lines of a text file and save them as a search index."""
+
+    input: str = option(None, "text file, one text per line (UTF-8; .gz allowed)", required=True)
+    output: str = option(None, "the index folder to write", required=True)
+    model: str = option(DEFAULT_ENCODER, "the encoder (preset name or folder, run folder); recorded in the index")
+    backend: str = option("exact", "exact search, or faiss (approximate; factory sized to the corpus)",
+                          choices=("exact", "faiss"))
+    lexical: str = option("bigram", "BM25 terms for lexical and hybrid search", choices=LEXICAL_TERMS)
+    batch_size: int = option(64, "texts per model call")
+
+    def __post_init__(self):
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+
+
+@dataclasses.dataclass
+class SearchConfig:
+    """Search a saved index with one or more queries; prints the top results of each."""
+
+    index: str = option(None, "an index folder written by `zoo index build`", required=True)
+    query: tuple = option((), "a query (repeat the flag for several)", append=True, required=True)
+    topk: int = option(10, "results per query")
+    mode: str = option("dense", "dense (cosine), lexical (BM25) or hybrid (reciprocal-rank fusion of both)",
+                       choices=SEARCH_MODES)
+    weight: float = option(0.5, "hybrid: the dense ranking's weight (BM25 gets 1 - weight)")
+    model: str | None = option(None, "the encoder (default: the one the index was built with)")
+
+    def __post_init__(self):
+        if self.topk < 1:
+            raise ConfigError(f"--topk must be >= 1, got {self.topk}")
+        if not 0.0 <= self.weight <= 1.0:
+            raise ConfigError(f"--weight must be in [0, 1], got {self.weight}")
+
+
+def build(config: IndexBuildConfig):
+    texts = read_lines(config.input)
+    index = SemanticIndex(from_preset(config.model), backend=config.backend, lexical=config.lexical,
+                          model=config.model)
+    index.add(texts, batch_size=config.batch_size)
+    index.save(config.output)
+    log.info("wrote %s: %d texts, %d-d vectors of %s", config.output, len(index), index.dim, config.model)
+    return {"output": config.output, "texts": len(index), "dim": index.dim}
+
+
+def search(config: SearchConfig):
+    """[[(text, score), ...] per query]."""
+    from ..paths import read_json_file
+
+    model = config.model or read_json_file(f"{config.index}/index.json", "a search index's settings").get("model")
+    if not model and config.mode != "lexical":
+        raise ConfigError(f"{config.index} does not record its model: give --model")
+    index = SemanticIndex.load(config.index, from_preset(model) if model and config.mode != "lexical" else None)
+    return index.search(list(config.query), topk=config.topk, mode=config.mode, weight=config.weight)
+
+
+def run(config):
+    return build(config) if isinstance(config, IndexBuildConfig) else search(config)
