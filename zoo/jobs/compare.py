@@ -41,6 +41,7 @@ class CompareConfig:
     limit_eval: int | None = option(None, "evaluate on the first N pairs of valid and test only")
     seed: int = option(42, "random seed")
     progress: bool = option(True, "no progress bars")
+    jit_compile: bool = option(True, "train without XLA compilation")
 
     def __post_init__(self):
         check_tasks(self.tasks, "--tasks")
@@ -51,7 +52,7 @@ def _train(task, model, config):
     folder = os.path.join(config.output, task, model)
     common = dict(task=task, checkpoint=config.checkpoint, data_dir=config.data_dir, epochs=config.epochs,
                   limit_train=config.limit_train, limit_eval=config.limit_eval, output=folder, seed=config.seed,
-                  progress=config.progress)
+                  progress=config.progress, jit_compile=config.jit_compile)
     if model == "interact":
         cross_encoder.run(cross_encoder.CrossEncoderConfig(lr=config.cross_lr, **common))
         ce = CrossEncoder.from_preset(folder)
