@@ -31,13 +31,14 @@ def lexical_terms(text, terms="bigram"):
     if terms == "jieba":
         import jieba
 
-        return [w for w in jieba.lcut(text.lower()) if any(_is_word_char(c) for c in w)]
-    chars = [c for c in text.lower() if _is_word_char(c)]
-    return ["".join(p) for p in zip(chars, chars[1:])] or chars
+        return [w for w in jieba.lcut(text.lower()) if normalized(w)]
+    chars = normalized(text)
+    return ["".join(p) for p in zip(chars, chars[1:])] or list(chars)
 
 
-def _is_word_char(ch):
-    return unicodedata.category(ch)[0] in "LN"
+def normalized(text):
+    """``text`` without punctuation, symbols and spaces, lower-cased: two texts equal here say the same words."""
+    return "".join(ch for ch in text.lower() if unicodedata.category(ch)[0] in "LN")
 
 
 def reciprocal_rank_fusion(rankings, weights, k=RRF_K):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
-
 import keras
 import numpy as np
 
@@ -11,6 +9,7 @@ from ..backbone import BertBackbone, backbone_inputs
 from ..logs import log
 from ..losses import SimBERTLoss
 from ..masks import AttentionMask
+from ..retrieval import normalized
 from ..tokenizer import Tokenizer
 from .bi_encoder import SentenceEncoder
 from .task import Task
@@ -146,11 +145,6 @@ def filter_candidates(text, candidates):
             seen.add(key)
             kept.append(c)
     return kept
-
-
-def normalized(text):
-    """``text`` without punctuation, symbols and spaces, lower-cased: two texts equal here say the same words."""
-    return "".join(ch for ch in text.lower() if unicodedata.category(ch)[0] in "LN")
 
 
 def has_repeat(text, times=3):
