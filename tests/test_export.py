@@ -209,3 +209,47 @@ def test_cli_export_checkpoint_keras_and_onnx(encoder, tmp_path, capsys):
     ids = zoo.load_tokenizer(folder)(TEXTS, maxlen=32)
     got = session.run(["embedding"], ids)[0]
     np.testing.assert_allclose(got, encoder.encode(TEXTS), atol=1e-5)
+
+
+def test_export_quantize_int8_onnx_and_bf16_rules(encoder, tmp_path, capsys):
+    """--quantize int8 writes an ONNX Runtime int8 graph (integer matrix products) close to fp32; bf16 is for
+    SavedModels only."""
+    require_module("tf2onnx", "pip install 'zoo[onnx]'")
+    ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
+    import onnx
+
+    encoder.save(str(tmp_path / "enc.keras"))
+    out = tmp_path / "models"
+    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(out), "--format", "onnx",
+                "--quantize", "int8"]) == 0
+    path = out / "default" / "1" / "model.onnx"
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert "MatMulInteger" in ops and "Gemm" not in ops
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(["embedding"], zoo.load_tokenizer(path.parent)(TEXTS, maxlen=32))[0]
+    assert np.sum(got * encoder.encode(TEXTS), axis=1).min() > 0.99
+    with pytest.raises(SystemExit):
+        cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(out), "--format", "onnx",
+             "--quantize", "bf16"])
+    assert "--quantize bf16 is for --format saved_model" in capsys.readouterr().err
+
+
+def test_export_transformers_folder_matches_bertmodel(encoder, tmp_path):
+    """--format transformers: transformers' BertModel loads the folder and its [CLS] vector, normalised, equals
+    zoo's embedding (1e-5); the sentence-transformers modules name cls pooling."""
+    torch = require_module("torch", "pip install torch")
+    transformers = require_module("transformers", "pip install transformers")
+    encoder.save(str(tmp_path / "enc.keras"))
+    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(tmp_path / "m"), "--format",
+                "transformers"]) == 0
+    folder = tmp_path / "m" / "default" / "1"
+    model = transformers.BertModel.from_pretrained(str(folder)).eval()
+    ids = zoo.load_tokenizer(folder)(TEXTS, maxlen=32)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor(np.asarray(ids["token_ids"], dtype="int64")),
+                    token_type_ids=torch.tensor(np.asarray(ids["segment_ids"], dtype="int64")),
+                    attention_mask=torch.tensor(np.asarray(ids["padding_mask"], dtype="int64"))).last_hidden_state
+    cls = out[:, 0].numpy()
+    np.testing.assert_allclose(cls / np.linalg.norm(cls, axis=1, keepdims=True), encoder.encode(TEXTS), atol=1e-5)
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode_cls_token"] and not pooling["pooling_mode_mean_tokens"]

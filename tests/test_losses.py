@@ -108,3 +108,18 @@ def test_matryoshka_loss_sums_the_pair_loss_over_nested_dimensions():
         build_pair_trainer(encoder, "cosent", matryoshka_dims=(32,))
     assert isinstance(keras.losses.deserialize(keras.losses.serialize(MatryoshkaLoss(CoSENTLoss()))),
                       MatryoshkaLoss)
+
+
+def test_in_batch_loss_with_matryoshka_dims_sums_over_truncations():
+    """InfoNCE on the full vectors plus on each leading slice (each normalised on its own); a width at or past
+    the full dimension adds nothing twice; the setting survives serialisation."""
+    from zoo.losses import InBatchSoftmaxLoss, in_batch_softmax_loss
+
+    emb = np.random.default_rng(1).normal(size=(6, 16)).astype("float32")
+    partner = (np.arange(6) + 3) % 6
+    parts = [float(in_batch_softmax_loss(emb[:, :d], partner, 25.0)) for d in (4, 8, 16)]
+    loss = InBatchSoftmaxLoss(0.04, matryoshka_dims=(4, 8, 16))
+    zeros = np.zeros(6, "float32")  # y_true is unused
+    assert float(loss(zeros, emb)) == pytest.approx(sum(parts), rel=1e-5)
+    assert float(InBatchSoftmaxLoss(0.04)(zeros, emb)) == pytest.approx(parts[-1], rel=1e-5)
+    assert InBatchSoftmaxLoss.from_config(loss.get_config()).matryoshka_dims == (4, 8, 16)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import synthetic_vocab
+from conftest import require_module, synthetic_vocab
 from zoo.retrieval import SemanticIndex, lexical_terms, reciprocal_rank_fusion
 
 CORPUS = ["今天天气很好", "今天天气不好", "我们在中国", "中国人很好", "他说你是谁", "我不知道", "天气很好的一天"]
@@ -109,3 +109,114 @@ def test_index_build_and_search_commands(index, tmp_path, capsys):
         tmp_path / "other")
     assert main(["search", "--index", str(tmp_path / "ix"), "--query", "天气", "--model", str(tmp_path / "other")]) == 2
     assert "16-d vectors" in capsys.readouterr().err
+
+
+def clustered(n=3000, dim=32, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(60, dim))
+    vectors = centers[rng.integers(60, size=n)] + 0.3 * rng.normal(size=(n, dim))
+    queries = centers[:20] + 0.3 * rng.normal(size=(20, dim))
+    return vectors.astype("float32"), queries.astype("float32")
+
+
+def recall_at_10(found, truth):
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth)]))
+
+
+@pytest.mark.parametrize("settings, floor", [
+    (dict(backend="hnsw"), 0.95), (dict(backend="ivfpq", nprobe=16, rescore=10), 0.9),
+    (dict(backend="exact", quantize="int8"), 0.95), (dict(backend="exact", quantize="binary", rescore=10), 0.8)])
+def test_approximate_backends_find_the_exact_neighbours_and_rescore_them(settings, floor):
+    """Each backend's top 10 overlaps exact search's; the scores returned are the float cosines of the rows
+    (quantized codes only pick candidates), best first."""
+    require_module("faiss", "pip install faiss-cpu")
+    vectors, queries = clustered()
+    exact = SemanticIndex(dim=32).add(vectors=vectors)
+    truth = exact.search_vectors(queries, 10)[1]
+    index = SemanticIndex(dim=32, **settings).add(vectors=vectors)
+    scores, rows = index.search_vectors(queries, 10)
+    assert recall_at_10(rows, truth) >= floor, recall_at_10(rows, truth)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    np.testing.assert_allclose(scores, np.einsum("qd,qkd->qk", q, unit[rows]), atol=1e-5)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+
+
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "ivfpq"])
+def test_ids_add_and_remove(backend):
+    """Results carry the ids given; removed ids never come back (before and after compaction); vectors added
+    after the structure was built are found."""
+    require_module("faiss", "pip install faiss-cpu")
+    vectors, queries = clustered(1200)
+    index = SemanticIndex(dim=32, backend=backend).add(texts=[f"t{i}" for i in range(1000)], vectors=vectors[:1000],
+                                                       ids=[f"doc{i}" for i in range(1000)])
+    first = index.search(queries[:3], topk=5, query_vectors=queries[:3], return_ids=True)
+    assert all(i == "doc" + t[1:] for hits in first for i, t, _ in hits)
+    gone = [i for hits in first for i, _, _ in hits[:2]]
+    index.remove(gone)
+    assert len(index) == 1000 - len(set(gone))
+    after = index.search(queries[:3], topk=5, query_vectors=queries[:3], return_ids=True)
+    assert not {i for hits in after for i, _, _ in hits} & set(gone) and all(len(h) == 5 for h in after)
+    index.add(vectors=vectors[1000:1001] * 0 + queries[0], ids=["new"])  # a vector equal to the query
+    assert index.search(queries[:1], topk=1, query_vectors=queries[:1], return_ids=True)[0][0][0] == "new"
+    with pytest.raises(ValueError, match="'new' is already in the index"):
+        index.add(vectors=vectors[:1], ids=["new"])
+    with pytest.raises(KeyError, match="'nope'"):
+        index.remove(["nope"])
+    index.remove([f"doc{i}" for i in range(300, 700) if f"doc{i}" not in gone])  # > 1/4 removed: compacted
+    assert not index._removed and len(index.vectors) == len(index) == 1001 - len(set(gone)) - 400 + sum(
+        300 <= int(g[3:]) < 700 for g in set(gone))
+    rows = index.search_vectors(queries, 10)[1]
+    assert {index.ids[r] for r in rows.ravel()}.isdisjoint({f"doc{i}" for i in range(300, 700)})
+
+
+def test_save_keeps_the_structure_and_loads_memory_mapped(tmp_path):
+    require_module("faiss", "pip install faiss-cpu")
+    from zoo.errors import CheckpointError
+
+    vectors, queries = clustered()
+    index = SemanticIndex(dim=32, backend="ivfpq", nprobe=8).add(vectors=vectors)
+    index.remove([5, 6])
+    index.search_vectors(queries, 10)  # built
+    index.save(tmp_path / "ix")  # rows 5 and 6 dropped and the structure rebuilt without them
+    expected = index.search_vectors(queries, 10)
+    back = SemanticIndex.load(tmp_path / "ix")
+    assert isinstance(back.vectors, np.memmap) and back._faiss is not None and back._faiss.ntotal == 2998
+    np.testing.assert_array_equal([[back.ids[r] for r in row] for row in back.search_vectors(queries, 10)[1]],
+                                  [[index.ids[r] for r in row] for row in expected[1]])
+    assert not isinstance(SemanticIndex.load(tmp_path / "ix", mmap=False).vectors, np.memmap)
+    data = bytearray((tmp_path / "ix" / "faiss.index").read_bytes())
+    (tmp_path / "ix" / "faiss.index").write_bytes(bytes(data[: len(data) // 2]))
+    with pytest.raises(CheckpointError, match="faiss.index"):
+        SemanticIndex.load(tmp_path / "ix")
+
+
+def test_index_settings_are_checked():
+    with pytest.raises(ValueError, match="backend must be one of"):
+        SemanticIndex(dim=8, backend="annoy")
+    with pytest.raises(ValueError, match="quantize='int8' is for backend='exact'"):
+        SemanticIndex(dim=8, backend="hnsw", quantize="int8")
+    with pytest.raises(ValueError, match="at least 256 vectors"):
+        SemanticIndex(dim=8, backend="ivfpq").add(vectors=np.eye(8)).search_vectors(np.eye(8)[:1], 1)
+    with pytest.raises(ValueError, match="queries have dimension 4"):
+        SemanticIndex(dim=8).add(vectors=np.eye(8)).search_vectors(np.ones((1, 4)), 1)
+
+
+def test_index_build_saves_an_approximate_structure(index, tmp_path, capsys):
+    """`zoo index build --backend hnsw` writes the faiss graph with the index, and `zoo search` reads it back;
+    --quantize with another backend is refused."""
+    require_module("faiss", "pip install faiss-cpu")
+    from zoo.cli import main
+
+    index.encoder.save(tmp_path / "enc")
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    assert main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "ix"),
+                 "--model", str(tmp_path / "enc"), "--backend", "hnsw"]) == 0
+    assert (tmp_path / "ix" / "faiss.index").exists()
+    assert SemanticIndex.load(tmp_path / "ix", index.encoder)._faiss.ntotal == len(CORPUS)
+    capsys.readouterr()
+    assert main(["search", "--index", str(tmp_path / "ix"), "--query", CORPUS[2], "--topk", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == CORPUS[2]
+    with pytest.raises(SystemExit):
+        main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "iy"),
+              "--backend", "hnsw", "--quantize", "int8"])

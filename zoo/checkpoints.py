@@ -281,6 +281,66 @@ _CONFIG_KEYS = {  # BertBackbone argument <- config key (same in Google and tran
 }
 
 
+def google_to_hf(name):
+    """Google variable name -> (transformers BertModel state-dict name, transpose?); None for the MLM/NSP heads
+    (``_hf_to_google`` reversed, and checked against it)."""
+    if not name.startswith("bert/"):
+        return None
+    parts = name[len("bert/"):].replace("encoder/layer_", "encoder/layer/").split("/")
+    leaf = parts.pop()
+    if leaf in ("word_embeddings", "token_type_embeddings", "position_embeddings"):
+        parts, leaf = parts + [leaf], "weight"
+    else:
+        leaf = {"kernel": "weight", "gamma": "weight", "beta": "bias", "bias": "bias"}[leaf]
+    hf = ".".join(parts + [leaf])
+    transpose = name.endswith("/kernel")
+    if _hf_to_google(hf) != (name, transpose):
+        raise AssertionError(f"name tables disagree on {name} -> {hf}")
+    return hf, transpose
+
+
+def save_transformers(backbone, folder, tokenizer=None, pooling=None, maxlen=None):
+    """Write a backbone as a transformers BertModel folder (``config.json``, ``model.safetensors``, vocab); with
+    ``pooling`` "cls" or "mean", also the sentence-transformers modules (Transformer, Pooling, Normalize), so
+    ``SentenceTransformer(folder)`` embeds as the zoo SentenceEncoder does."""
+    from safetensors.numpy import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    state = {}
+    for name, array in backbone_arrays(backbone).items():
+        target = google_to_hf(name)
+        if target is not None:
+            state[target[0]] = np.ascontiguousarray(array.T if target[1] else array, dtype="float32")
+    save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    _write_json(os.path.join(folder, "config.json"), {"architectures": ["BertModel"], "model_type": "bert",
+                                                      "pad_token_id": 0, **bert_config(backbone)})
+    if tokenizer is not None:
+        tokenizer.save(folder)
+        _write_json(os.path.join(folder, "tokenizer_config.json"),
+                    {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": maxlen or 512})
+    if pooling in ("cls", "mean"):
+        _write_json(os.path.join(folder, "modules.json"), [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])
+        _write_json(os.path.join(folder, "sentence_bert_config.json"), {"max_seq_length": maxlen or 512,
+                                                                         "do_lower_case": False})
+        os.makedirs(os.path.join(folder, "1_Pooling"), exist_ok=True)
+        os.makedirs(os.path.join(folder, "2_Normalize"), exist_ok=True)
+        _write_json(os.path.join(folder, "1_Pooling", "config.json"), {
+            "word_embedding_dimension": backbone.hidden_dim, "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False})
+    elif pooling is not None:
+        log.warning("sentence-transformers has no %r pooling: %s holds the transformers model only", pooling, folder)
+    return folder
+
+
+def _write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+
+
 def read_bert_config(path):
     """``bert_config.json`` / transformers ``config.json`` -> BertBackbone keyword arguments."""
     config = read_json_file(path, "a BERT config")
@@ -305,7 +365,12 @@ def read_bert_config(path):
 
 def write_bert_config(backbone, path):
     """Google ``bert_config.json`` for a backbone."""
-    config = {
+    _write_json(path, bert_config(backbone))
+
+
+def bert_config(backbone):
+    """The BERT config fields of a backbone (Google's ``bert_config.json``; transformers reads the same keys)."""
+    return {
         "attention_probs_dropout_prob": backbone.dropout, "hidden_act": backbone.activation,
         "hidden_dropout_prob": backbone.dropout, "hidden_size": backbone.hidden_dim,
         "initializer_range": 0.02, "intermediate_size": backbone.intermediate_dim,
@@ -313,8 +378,6 @@ def write_bert_config(backbone, path):
         "num_hidden_layers": backbone.num_layers, "type_vocab_size": backbone.num_segments,
         "vocab_size": backbone.vocabulary_size, "layer_norm_eps": backbone.layer_norm_epsilon,
     }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
 
 
 # ----------------------------------------------------------------------------------------- layout

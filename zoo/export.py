@@ -33,12 +33,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from .checkpoints import save_transformers
 from .config import option
 from .errors import ConfigError
 from .logs import log
 from .losses import l2_normalize
 from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
 from .paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
+from .runtime import bfloat16_copy, onnx_graph, quantize_onnx
 from .tokenizer import SPECIAL_TOKENS
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -302,38 +304,33 @@ def load_exportable(path, pooling=None, maxlen=None):
     return model
 
 
-def export_onnx(model, path, opset=17):
+def export_onnx(model, path, opset=17, quantize="none"):
     """The ``ids`` signature as an ONNX file (tf2onnx): ``token_ids``, ``segment_ids``, ``padding_mask``
-    int32 [batch, length] -> the model's output. Tokenize with ``zoo.Tokenizer`` (ONNX has no tokenizer)."""
-    try:
-        import tf2onnx
-    except ImportError:
-        raise ImportError("ONNX export needs tf2onnx and onnx: pip install 'zoo[onnx]' "
-                          "(or pip install tf2onnx onnx onnxruntime)") from None
+    int32 [batch, length] -> the model's output. Tokenize with ``zoo.Tokenizer`` (ONNX has no tokenizer).
+    ``quantize="int8"``: ONNX Runtime's dynamic quantization (``zoo.runtime.quantize_onnx``)."""
     spec = serving_spec(model)
-    specs = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ID_INPUTS]
-
-    @tf.function(input_signature=specs)
-    def from_ids(token_ids, segment_ids, padding_mask):
-        ids = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        return {spec.output: spec.postprocess(model(ids, training=False))}
-
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tf2onnx.convert.from_function(from_ids, input_signature=specs, opset=opset, output_path=path,
-                                  custom_op_handlers={"Erfc": (_onnx_erfc, [])})
-    return path
+    if quantize == "int8":
+        graph = onnx_graph(model, path + ".fp32", postprocess=(spec.output, spec.postprocess), opset=opset)
+        quantize_onnx(graph, path)
+        os.remove(graph)
+        return path
+    if quantize != "none":
+        raise ConfigError(f"ONNX export quantizes to int8 only (ONNX Runtime has no fast bf16 CPU kernels), "
+                          f"got {quantize!r}")
+    return onnx_graph(model, path, postprocess=(spec.output, spec.postprocess), opset=opset)
 
 
-def _onnx_erfc(ctx, node, name, args):
-    """ONNX has no Erfc (exact GELU uses it): rewrite erfc(x) as 1 - erf(x)."""
-    import tf2onnx
-
-    erf = ctx.make_node("Erf", [node.input[0]])
-    one = ctx.make_const(tf2onnx.utils.make_name("one"), np.array(1, np.float32))
-    node.type = "Sub"
-    ctx.replace_inputs(node, [one.output[0], erf.output[0]])
-    return node
+def quantized_copy(model, quantize):
+    """A copy of ``model`` for a SavedModel at ``quantize``: bf16 weights and arithmetic, or Keras's int8
+    (``Model.quantize("int8")``: int8 Dense/EinsumDense kernels with per-channel scales)."""
+    if quantize == "bf16":
+        return bfloat16_copy(model)
+    copy = type(model).from_config(model.get_config())
+    copy.tokenizer = model.tokenizer
+    copy.set_weights(model.get_weights())
+    copy.quantize("int8")
+    return copy
 
 
 # ----------------------------------------------------------------------------------- the command
@@ -345,8 +342,9 @@ class ExportConfig:
     model: str = option(None, "a checkpoint folder (Google, transformers), a zoo preset (folder or name), run folder "
                               "or .keras file of a SentenceEncoder, SimBERT or CrossEncoder", required=True)
     out: str = option(None, "base folder; the export goes to OUT/NAME/VERSION", required=True)
-    format: str = option("saved_model", "saved_model: strings in (TF Serving); onnx: token ids in",
-                         choices=("saved_model", "onnx"))
+    format: str = option("saved_model", "saved_model: strings in (TF Serving); onnx: token ids in; transformers: "
+                                        "a BertModel folder (+ sentence-transformers modules for cls/mean pooling)",
+                         choices=("saved_model", "onnx", "transformers"))
     name: str = option("default", "model name")
     version: int | None = option(None, "version number (default: the next free one)")
     signature: str = option("text", "text: strings in, tokenizer in the graph (signatures text, ids, tokenize); "
@@ -354,8 +352,13 @@ class ExportConfig:
     pooling: str | None = option(None, "pooling when MODEL is a checkpoint (default: cls)",
                                  choices=("cls", "mean", "first-last-avg", "pooler"))
     maxlen: int | None = option(None, "tokens per text (default: the model's maxlen)")
+    quantize: str = option("none", "int8: ONNX Runtime dynamic quantization (onnx) or Keras int8 kernels "
+                                   "(saved_model); bf16: a bfloat16 SavedModel", choices=("none", "int8", "bf16"))
 
     def __post_init__(self):
+        if self.format == "onnx" and self.quantize == "bf16":
+            raise ConfigError("--quantize bf16 is for --format saved_model (ONNX Runtime has no fast bf16 CPU "
+                              "kernels); for ONNX use --quantize int8")
         if self.version is not None and self.version < 1:
             raise ConfigError(f"--version must be a positive integer, got {self.version}")
 
@@ -365,11 +368,18 @@ def run(config: ExportConfig):
     path = version_path(config.out, config.name, config.version)
     if os.path.exists(path):
         raise FileExistsError(f"{path} exists; choose another --version")
-    if config.format == "onnx":
+    if config.format == "transformers":
+        if config.quantize != "none":
+            raise ConfigError("--format transformers writes float32 weights; drop --quantize")
         with atomic_dir(path) as tmp:
-            export_onnx(model, os.path.join(tmp, "model.onnx"))
+            save_transformers(model.backbone, tmp, model.tokenizer, pooling=getattr(model, "pooling", None),
+                              maxlen=model.maxlen)
+    elif config.format == "onnx":
+        with atomic_dir(path) as tmp:
+            export_onnx(model, os.path.join(tmp, "model.onnx"), quantize=config.quantize)
             model.tokenizer.save(tmp)
     else:
-        export_saved_model(model, path, signature=config.signature)
+        export_saved_model(model if config.quantize == "none" else quantized_copy(model, config.quantize), path,
+                           signature=config.signature)
     log.info("exported %s (maxlen %d) to %s", type(model).__name__, model.maxlen, path)
     return path

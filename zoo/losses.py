@@ -158,19 +158,25 @@ def passthrough_loss(y_true, y_pred):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class InBatchSoftmaxLoss(keras.losses.Loss):
-    """SimCSE / Mirror-BERT InfoNCE on [2N, d] embeddings: rows i and (i + N) mod 2N are the two views."""
+    """SimCSE / Mirror-BERT InfoNCE on [2N, d] embeddings: rows i and (i + N) mod 2N are the two views.
+    ``matryoshka_dims`` (d_1 < ... < d): the loss is also computed on the first d_i dimensions of the embeddings
+    (each truncation normalised on its own) and summed, so that truncated vectors stay useful."""
 
-    def __init__(self, temperature=0.04, name="in_batch_softmax", **kwargs):
+    def __init__(self, temperature=0.04, matryoshka_dims=(), name="in_batch_softmax", **kwargs):
         super().__init__(name=name, **kwargs)
         self.temperature = temperature
+        self.matryoshka_dims = tuple(matryoshka_dims)
 
     def call(self, y_true, y_pred):
         n2 = ops.shape(y_pred)[0]
         partner = (ops.arange(n2) + n2 // 2) % n2
-        return in_batch_softmax_loss(y_pred, partner, 1.0 / self.temperature)
+        widths = [None] + [d for d in self.matryoshka_dims if d < y_pred.shape[-1]]
+        return sum(in_batch_softmax_loss(y_pred if d is None else y_pred[:, :d], partner, 1.0 / self.temperature)
+                   for d in widths)
 
     def get_config(self):
-        return {**super().get_config(), "temperature": self.temperature}
+        return {**super().get_config(), "temperature": self.temperature,
+                "matryoshka_dims": list(self.matryoshka_dims)}
 
 
 # ---------------------------------------------------------------------------------- pretraining

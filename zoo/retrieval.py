@@ -8,6 +8,7 @@ import math
 import os
 import re
 import unicodedata
+from collections import Counter
 
 import numpy as np
 
@@ -19,6 +20,11 @@ INDEX_FILE = "index.json"
 LEXICAL_TERMS = ("bigram", "jieba")
 SEARCH_MODES = ("dense", "lexical", "hybrid")
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
+BACKENDS = ("exact", "hnsw", "ivfpq", "faiss")
+QUANTIZE = (None, "int8", "binary")
+FAISS_FILE = "faiss.index"
+SMALL = 50_000  # faiss structures for fewer vectors are built on one thread
+TRAIN_SAMPLE = 200_000  # vectors a faiss structure is trained on (a random sample of larger corpora)
 
 
 def _normalise(x):
@@ -76,28 +82,43 @@ def exact_topk(queries, vectors, topk, chunk_size=65536):
 
 
 class SemanticIndex:
-    """Texts (or bare vectors) indexed by L2-normalised embeddings; cosine top-k search.
+    """Texts (or bare vectors) with ids, indexed by L2-normalised embeddings; cosine top-k search.
 
     >>> index = SemanticIndex()                         # exact search with zoo.DEFAULT_ENCODER
     >>> index = SemanticIndex(encoder)                  # ... or any model with encode()
-    >>> index.add(corpus_texts)
+    >>> index.add(corpus_texts)                         # ids 0, 1, 2, ... (or ids=[...])
     >>> index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
-    >>> SemanticIndex(dim=256, backend="faiss", factory="IVF1024,Flat", nprobe=32).add(vectors=v)
-
     >>> index.search("怎么开通花呗", mode="hybrid")     # dense + BM25, fused by reciprocal rank
+    >>> index.remove([3, 7]); index.save("idx"); SemanticIndex.load("idx", encoder)   # vectors memory-mapped
 
-    ``backend="faiss"`` builds a faiss index (inner product) from ``factory`` when first searched (training it
-    on the added vectors if the factory needs training); ``factory=None`` picks one for the corpus size
-    (``default_factory``). Exact search needs no build. ``lexical``: the BM25 terms of the texts (character
-    bigrams or jieba words, ``lexical_terms``); the BM25 index is built at the first lexical or hybrid search.
+    Backends (faiss for all but exact):
+    - ``exact``: every vector scored (numpy, chunked). ``quantize="int8"`` (faiss scalar quantizer, 1 byte a
+      dimension) or ``"binary"`` (sign bits, Hamming distance) scans compact codes instead, then rescores the best
+      ``rescore`` x topk candidates with the float vectors.
+    - ``hnsw``: a faiss HNSW graph (``hnsw_m`` links a node, ``ef_construction``, ``ef_search``).
+    - ``ivfpq``: faiss IVF lists with product-quantized codes (``pq_bytes`` codes a vector, default dim / 8, of 8
+      bits from 10,000 vectors on, fewer below; lists sized to the corpus; ``nprobe`` lists searched), the
+      candidates rescored with the float vectors.
+    - ``faiss``: any faiss ``factory`` string (e.g. ``"IVF1024,Flat"``; default sized to the corpus).
+    Approximate structures are built at the first search and grow with ``add``; ``remove`` hides rows at once and
+    drops them (rebuilding) once a quarter of the rows are removed, or at ``save``. ``lexical``: the BM25 terms
+    of the texts (character bigrams or jieba words, ``lexical_terms``), indexed at the first lexical search.
     """
 
     def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32, lexical="bigram",
-                 model=None):
-        if backend not in ("exact", "faiss"):
-            raise ValueError(f"backend must be 'exact' or 'faiss', got {backend!r}")
+                 model=None, quantize=None, rescore=4, hnsw_m=32, ef_construction=200, ef_search=128, pq_bytes=None):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if quantize not in QUANTIZE:
+            raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
+        if quantize is not None and backend != "exact":
+            raise ValueError(f"quantize={quantize!r} is for backend='exact' (ivfpq quantizes by itself)")
+        if factory is not None and backend != "faiss":
+            raise ValueError(f"a faiss factory string is for backend='faiss', not {backend!r}")
         if lexical not in LEXICAL_TERMS:
             raise ValueError(f"lexical must be one of {LEXICAL_TERMS}, got {lexical!r}")
+        if rescore < 1:
+            raise ValueError(f"rescore must be >= 1, got {rescore}")
         if encoder is None and dim is None:  # the shipped general sentence-embedding model (a saved SentenceEncoder)
             from .paths import DEFAULT_ENCODER
             from .presets import load_saved
@@ -105,16 +126,29 @@ class SemanticIndex:
             encoder, model = load_saved(DEFAULT_ENCODER), DEFAULT_ENCODER
         self.encoder, self.backend, self.factory, self.nprobe = encoder, backend, factory, nprobe
         self.lexical, self.model = lexical, model  # model: the encoder's name or path, recorded by save()
+        self.quantize, self.rescore, self.hnsw_m = quantize, rescore, hnsw_m
+        self.ef_construction, self.ef_search, self.pq_bytes = ef_construction, ef_search, pq_bytes
         self.dim = dim or encoder.dim
+        if pq_bytes is not None and self.dim % pq_bytes:
+            raise ValueError(f"pq_bytes must divide the dimension {self.dim}, got {pq_bytes}")
         self.vectors = np.zeros((0, self.dim), dtype="float32")
-        self.texts = []
+        self.texts, self.ids = [], []
+        self._rows, self._removed = {}, set()  # id -> row; rows hidden by remove()
         self._faiss = self._bm25 = None
 
-    def __len__(self):
-        return len(self.vectors)
+    def settings(self):
+        """What ``save`` records besides the data (the constructor's arguments)."""
+        return {"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe,
+                "lexical": self.lexical, "model": self.model, "quantize": self.quantize, "rescore": self.rescore,
+                "hnsw_m": self.hnsw_m, "ef_construction": self.ef_construction, "ef_search": self.ef_search,
+                "pq_bytes": self.pq_bytes}
 
-    def add(self, texts=None, vectors=None, batch_size=64):
-        """Add texts (encoded with the encoder) and/or their precomputed vectors."""
+    def __len__(self):
+        return len(self.vectors) - len(self._removed)
+
+    def add(self, texts=None, vectors=None, ids=None, batch_size=64):
+        """Add texts (encoded with the encoder) and/or their precomputed vectors, with ``ids`` (ints or strings;
+        default: the next integers)."""
         if vectors is None:
             if texts is None:
                 raise ValueError("add() needs texts or vectors")
@@ -126,9 +160,49 @@ class SemanticIndex:
             raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")
         if texts is not None and len(texts) != len(vectors):
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
-        self.vectors = np.concatenate([self.vectors, vectors]) if len(self.vectors) else vectors
+        if ids is None:
+            start = max([i for i in self.ids if isinstance(i, int)], default=-1) + 1
+            ids = range(start, start + len(vectors))
+        ids = [i.item() if isinstance(i, np.generic) else i for i in ids]
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids but {len(vectors)} vectors")
+        for i in ids:
+            if not isinstance(i, (int, str)):
+                raise ValueError(f"ids must be ints or strings, got {i!r}")
+        repeated = [i for i in ids if i in self._rows] or [i for i, n in Counter(ids).items() if n > 1]
+        if repeated:
+            raise ValueError(f"id {repeated[0]!r} is already in the index (ids must be unique; remove it first)")
+        first = len(self.vectors)
+        self.vectors = np.concatenate([self.vectors, vectors]) if first else vectors
         self.texts += list(texts) if texts is not None else [None] * len(vectors)
-        self._faiss = self._bm25 = None
+        self.ids += ids
+        self._rows.update((i, first + n) for n, i in enumerate(ids))
+        if self._faiss is not None:  # approximate structures grow in place
+            self._faiss.add(self._codes(vectors))
+        self._bm25 = None
+        return self
+
+    def remove(self, ids):
+        """Remove the entries with these ids (KeyError names an unknown one)."""
+        missing = [i for i in ids if i not in self._rows]
+        if missing:
+            raise KeyError(f"id {missing[0]!r} is not in the index")
+        for i in ids:
+            self._removed.add(self._rows.pop(i))
+        if len(self._removed) > len(self.vectors) / 4:
+            self.compact()
+        return self
+
+    def compact(self):
+        """Drop removed rows for good (the approximate structure and BM25 are rebuilt at the next search)."""
+        if self._removed:
+            keep = np.setdiff1d(np.arange(len(self.vectors)), sorted(self._removed))
+            self.vectors = np.asarray(self.vectors[keep])
+            self.texts = [self.texts[i] for i in keep]
+            self.ids = [self.ids[i] for i in keep]
+            self._rows = {i: n for n, i in enumerate(self.ids)}
+            self._removed = set()
+            self._faiss = self._bm25 = None
         return self
 
     def _queries(self, queries, batch_size):
@@ -141,20 +215,39 @@ class SemanticIndex:
         return _normalise(self.encoder.encode(list(queries), batch_size=batch_size))
 
     def search_vectors(self, queries, topk=10):
-        """(scores, indices) arrays [n_queries, topk]; -1 indices where faiss found fewer."""
+        """(scores, rows) arrays [n_queries, topk], best first; row -1 (score -inf) where fewer were found."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
-        if len(self.vectors) == 0:
+        if len(self) == 0:
             raise ValueError("the index is empty")
         queries = _normalise(queries)
-        if self.backend == "exact":
-            return exact_topk(queries, self.vectors, topk)
-        index = self._faiss_index()
-        scores, indices = index.search(queries, min(topk, len(self.vectors)))
-        return scores, indices
+        if queries.shape[1] != self.dim:
+            raise ValueError(f"queries have dimension {queries.shape[1]}, the index {self.dim}")
+        fetch = min(topk + len(self._removed), len(self.vectors))
+        approximate_codes = self.quantize is not None or self.backend == "ivfpq"
+        if self.backend == "exact" and self.quantize is None:
+            scores, rows = exact_topk(queries, self.vectors, fetch)
+        else:
+            index = self._faiss_index()
+            fetch = min(fetch * (self.rescore if approximate_codes else 1), len(self.vectors))
+            if self.backend == "hnsw":
+                index.hnsw.efSearch = max(self.ef_search, fetch)
+            scores, rows = index.search(self._codes(queries), fetch)
+            if approximate_codes:  # rescore the candidates with the float vectors
+                safe = np.maximum(rows, 0)
+                scores = np.einsum("qd,qkd->qk", queries, np.asarray(self.vectors[safe.ravel()]).reshape(
+                    *safe.shape, self.dim)).astype("float32")
+        scores = np.where(rows >= 0, scores, -np.inf).astype("float32")
+        if self._removed:
+            hidden = np.isin(rows, list(self._removed))
+            rows, scores = np.where(hidden, -1, rows), np.where(hidden, -np.inf, scores).astype("float32")
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :topk]
+        return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
-    def search(self, queries, topk=10, batch_size=64, mode="dense", weight=0.5, depth=100, query_vectors=None):
-        """For each query: [(text or row index, score)] best first. ``mode``: "dense" (score: cosine), "lexical"
+    def search(self, queries, topk=10, batch_size=64, mode="dense", weight=0.5, depth=100, query_vectors=None,
+               return_ids=False):
+        """For each query: [(text, or the id of a bare vector, score)] best first ([(id, text, score)] with
+        ``return_ids``). ``mode``: "dense" (score: cosine), "lexical"
         (BM25 over the texts; only texts sharing a term), or "hybrid": the top ``depth`` of each, fused by
         reciprocal rank, ``weight`` on the dense ranking and 1 - weight on BM25's (score: the fused value).
         ``query_vectors``: the queries' embeddings when already computed (else the encoder embeds them)."""
@@ -176,7 +269,10 @@ class SemanticIndex:
                 best = [sorted(f.items(), key=lambda kv: (-kv[1], kv[0]))[:topk] for f in fused]
                 indices = [[i for i, _ in row] for row in best]
                 scores = [[v for _, v in row] for row in best]
-        return [[(self.texts[i] if self.texts[i] is not None else int(i), float(s))
+        if return_ids:
+            return [[(self.ids[i], self.texts[i], float(s)) for s, i in zip(srow, irow) if i >= 0]
+                    for srow, irow in zip(scores, indices)]
+        return [[(self.texts[i] if self.texts[i] is not None else self.ids[i], float(s))
                  for s, i in zip(srow, irow) if i >= 0] for srow, irow in zip(scores, indices)]
 
     def search_lexical(self, texts, topk=10):
@@ -188,52 +284,109 @@ class SemanticIndex:
 
             self._bm25 = bm25s.BM25()
             self._bm25.index([lexical_terms(t, self.lexical) for t in self.texts], show_progress=False)
-        k = min(topk, len(self.texts))
+        k = min(topk + len(self._removed), len(self.texts))
         ids, values = self._bm25.retrieve([lexical_terms(t, self.lexical) for t in texts], k=k, show_progress=False)
-        keep = values > 0
+        keep = (values > 0) & ~np.isin(ids, list(self._removed)) & (np.cumsum(values > 0, axis=1) <= k)
+        keep &= np.cumsum(keep, axis=1) <= topk
         return ([list(map(float, v[m])) for v, m in zip(values, keep)],
                 [list(map(int, i[m])) for i, m in zip(ids, keep)])
+
+    def _codes(self, vectors):
+        """What the faiss structure holds for float vectors: sign bits for binary, the vectors otherwise."""
+        return np.packbits(vectors > 0, axis=1) if self.quantize == "binary" else np.ascontiguousarray(vectors)
 
     def _faiss_index(self):
         if self._faiss is None:
             try:
                 import faiss
             except ImportError:
-                raise ImportError("backend='faiss' needs faiss: pip install faiss-cpu") from None
-            factory = self.factory or default_factory(len(self.vectors))
-            lists = re.search(r"IVF(\d+)", factory)
-            if lists and int(lists.group(1)) > len(self.vectors):
-                raise ValueError(f"faiss factory {factory!r} needs at least {lists.group(1)} vectors to train its "
-                                 f"lists (faiss advises 39x that); this index has {len(self.vectors)}: use "
-                                 f"factory=None (picked for the size), a smaller IVF, or backend='exact'")
+                raise ImportError(f"backend={self.backend!r} needs faiss: pip install faiss-cpu") from None
+            n, vectors = len(self.vectors), self.vectors
+            threads = faiss.omp_get_max_threads()
+            if n < SMALL:  # small structures build faster on one thread than with OpenMP's hand-offs
+                faiss.omp_set_num_threads(1)
             try:
-                index = faiss.index_factory(self.dim, factory, faiss.METRIC_INNER_PRODUCT)
-                if not index.is_trained:
-                    index.train(self.vectors)
-            except RuntimeError as e:
-                raise ValueError(f"faiss could not build {factory!r} on {len(self.vectors)} vectors: "
-                                 f"{str(e).strip().splitlines()[-1]}") from None
-            index.add(self.vectors)
-            if hasattr(index, "nprobe"):
-                index.nprobe = self.nprobe
-            self._faiss = index
+                self._faiss = self._build(faiss, n, vectors)
+            finally:
+                faiss.omp_set_num_threads(threads)
         return self._faiss
 
+    def _build(self, faiss, n, vectors):
+        """A new faiss structure holding every row (trained first when it needs it)."""
+        if self.quantize == "binary":
+            index = faiss.IndexBinaryFlat(8 * -(-self.dim // 8))
+        elif self.quantize == "int8":
+            index = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+        elif self.backend == "hnsw":
+            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = self.ef_construction
+        else:
+            index = self._factory_index(faiss, n)
+        if not index.is_trained:
+            sample = vectors if n <= TRAIN_SAMPLE else vectors[np.sort(
+                np.random.default_rng(0).choice(n, TRAIN_SAMPLE, replace=False))]
+            try:
+                index.train(np.ascontiguousarray(sample))
+            except RuntimeError as e:
+                raise ValueError(f"faiss could not train {self.backend} on {n} vectors: "
+                                 f"{str(e).strip().splitlines()[-1]}") from None
+        for start in range(0, n, 262_144):  # add in blocks: a memory-mapped array is read once
+            index.add(self._codes(np.asarray(vectors[start:start + 262_144])))
+        if hasattr(index, "nprobe"):
+            index.nprobe = self.nprobe
+        return index
+
+    def _factory_index(self, faiss, n):
+        """The ivfpq structure (lists sized to the corpus, dim / 8 one-byte codes) or the faiss factory's."""
+        if self.backend == "ivfpq":
+            if n < 256:
+                raise ValueError(f"backend='ivfpq' trains 256 centroids per code byte and needs at least 256 vectors; "
+                                 f"this index has {n}: use backend='exact'")
+            lists = 2 ** max(0, round(math.log2(math.sqrt(n) if n < 100_000 else 4 * math.sqrt(n))))
+            bits = min(8, max(4, int(math.log2(n / 39))))  # faiss wants >= 39 training vectors a centroid
+            factory = f"IVF{lists},PQ{self.pq_bytes or max(1, self.dim // 8)}x{bits}"
+        else:
+            factory = self.factory or default_factory(n)
+        lists = re.search(r"IVF(\d+)", factory)
+        if lists and int(lists.group(1)) > n:
+            raise ValueError(f"faiss factory {factory!r} needs at least {lists.group(1)} vectors to train its "
+                             f"lists (faiss advises 39x that); this index has {n}: use "
+                             f"factory=None (picked for the size), a smaller IVF, or backend='exact'")
+        try:
+            return faiss.index_factory(self.dim, factory, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as e:
+            raise ValueError(f"faiss could not build {factory!r}: {str(e).strip().splitlines()[-1]}") from None
+
     def save(self, directory):
-        """vectors.npy + texts.json + index.json (settings and the sha256 of the other two), written to a temp
-        folder then moved into place."""
+        """vectors.npy + texts.json + ids.json (+ faiss.index when built) + index.json (settings and the sha256 of
+        the others), written to a temp folder then moved into place. Removed rows are dropped first (a built
+        structure is rebuilt without them, so loading never has to)."""
+        built = self._faiss is not None
+        self.compact()
+        if built:
+            self._faiss_index()
         with atomic_dir(directory) as tmp:
-            np.save(os.path.join(tmp, "vectors.npy"), self.vectors)
-            with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
-                json.dump(self.texts, f, ensure_ascii=False)
-            meta = {"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe,
-                    "lexical": self.lexical, "model": self.model, "files": file_manifest(tmp)}
+            with open(os.path.join(tmp, "vectors.npy"), "wb") as f:  # in blocks: the vectors may be memory-mapped
+                np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False,
+                                                         "shape": self.vectors.shape})
+                for start in range(0, len(self.vectors), 262_144):
+                    f.write(np.ascontiguousarray(self.vectors[start:start + 262_144], dtype="<f4").tobytes())
+            for name, values in (("texts.json", self.texts), ("ids.json", self.ids)):
+                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                    json.dump(values, f, ensure_ascii=False)
+            if self._faiss is not None:
+                import faiss
+
+                write = faiss.write_index_binary if self.quantize == "binary" else faiss.write_index
+                write(self._faiss, os.path.join(tmp, FAISS_FILE))
+            meta = dict(self.settings(), files=file_manifest(tmp))
             with open(os.path.join(tmp, INDEX_FILE), "w", encoding="utf-8") as f:
                 json.dump(meta, f)
 
     @classmethod
-    def load(cls, directory, encoder=None):
-        """An index written by ``save``; a damaged, truncated or missing file raises CheckpointError naming it."""
+    def load(cls, directory, encoder=None, mmap=True):
+        """An index written by ``save``, its vectors memory-mapped (``mmap=False``: read into memory); a damaged,
+        truncated or missing file raises CheckpointError naming it."""
         directory = os.fspath(directory)
         meta = read_json_file(os.path.join(directory, INDEX_FILE), "a search index's settings")
         files = meta.pop("files", None)
@@ -241,7 +394,7 @@ class SemanticIndex:
             check_manifest(directory, files, INDEX_FILE)
         try:
             index = cls(encoder=encoder, **meta)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings ({e})") from None
         if encoder is not None and getattr(encoder, "dim", index.dim) != index.dim:
             raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: the index holds {index.dim}-d vectors"
@@ -249,9 +402,24 @@ class SemanticIndex:
                                   f"vectors: search it with the model it was built with")
         vectors = os.path.join(directory, "vectors.npy")
         try:
-            index.vectors = np.load(vectors)
+            index.vectors = np.load(vectors, mmap_mode="r" if mmap else None)
         except (OSError, ValueError, EOFError) as e:
             raise CheckpointError(f"{vectors}: cannot read the vectors ({type(e).__name__}: {e})") from None
         with open(os.path.join(directory, "texts.json"), encoding="utf-8") as f:
             index.texts = json.load(f)
+        ids = os.path.join(directory, "ids.json")
+        if os.path.exists(ids):
+            with open(ids, encoding="utf-8") as f:
+                index.ids = json.load(f)
+        else:  # written before ids: rows
+            index.ids = list(range(len(index.texts)))
+        index._rows = {i: n for n, i in enumerate(index.ids)}
+        structure = os.path.join(directory, FAISS_FILE)
+        if os.path.exists(structure):
+            import faiss
+
+            read = faiss.read_index_binary if index.quantize == "binary" else faiss.read_index
+            index._faiss = read(structure)
+            if hasattr(index._faiss, "nprobe"):
+                index._faiss.nprobe = index.nprobe
         return index

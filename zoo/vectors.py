@@ -10,3 +10,36 @@ def normalize_rows(x, eps=1e-12):
     """Rows of ``x`` (any shape [..., d]) divided by their L2 norm (at least ``eps``), as float32."""
     x = np.asarray(x, dtype="float32")
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), eps)
+
+
+EMBEDDING_DTYPES = ("float32", "float16", "int8", "binary")
+
+
+def int8_scales(sample):
+    """Per-dimension symmetric int8 scales from a sample of (normalised) embeddings: 127 / max |x_d|."""
+    return (127.0 / np.maximum(np.abs(np.asarray(sample, dtype="float32")).max(axis=0), 1e-6)).astype("float32")
+
+
+def quantize_embeddings(x, dtype, scales=None):
+    """Store embeddings as ``dtype``: float32, float16, int8 (``round(x * scales)``, clipped to +-127; scales from
+    ``int8_scales``) or binary (the signs packed 8 per byte, uint8 [n, ceil(d / 8)])."""
+    x = np.asarray(x, dtype="float32")
+    if dtype in ("float32", "float16"):
+        return x.astype(dtype)
+    if dtype == "int8":
+        if scales is None:
+            raise ValueError("int8 embeddings need per-dimension scales (int8_scales of a sample)")
+        return np.clip(np.rint(x * scales), -127, 127).astype("int8")
+    if dtype == "binary":
+        return np.packbits(x > 0, axis=-1)
+    raise ValueError(f"embedding dtype must be one of {EMBEDDING_DTYPES}, got {dtype!r}")
+
+
+def stored_width(dim, dtype):
+    """Columns of a stored [n, dim] embedding array: dim, or ceil(dim / 8) bytes for binary."""
+    return -(-dim // 8) if dtype == "binary" else dim
+
+
+def dequantize_int8(q, scales):
+    """Float approximations of int8 embeddings (``q / scales``)."""
+    return np.asarray(q, dtype="float32") / scales

@@ -1,20 +1,35 @@
-"""Encode job: a file of texts (one per line, plain or .gz) -> an .npy array of L2-normalised embeddings, in
-line order. ``zoo encode``."""
+"""Encode job: a file of texts (one per line, plain or .gz, any size) -> an .npy array of L2-normalised
+embeddings in line order, streamed chunk by chunk into place. ``zoo encode``.
+
+The lines are read lazily; each chunk of ``--chunk-size`` lines is embedded and written straight to its rows of
+``OUT.npy.partial/vectors.npy`` (file writes, not a mapping: memory stays flat however many lines), then
+recorded as done. A killed run resumes at the first chunk not done; ``--processes N`` runs N local workers,
+worker p taking every chunk c with c % N == p (each with its share of the cores). When every chunk is done the
+array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, int8 scales).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import gzip
+import json
+import multiprocessing
 import os
+import shutil
+import time
 
 import numpy as np
 
 from ..config import option
-from ..errors import ConfigError, DataError
-from ..logs import log
-from ..paths import DEFAULT_ENCODER, atomic_file
+from ..errors import ConfigError, DataError, ZooError
+from ..logs import log, progress
+from ..paths import DEFAULT_ENCODER, write_json_atomic
+from ..runtime import PRECISIONS
+from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
 from .common import POOLINGS
-from ..models import from_preset
+
+CALIBRATION_LINES = 2048  # int8 storage: per-dimension scales from the embeddings of the first lines
 
 
 @dataclasses.dataclass
@@ -24,7 +39,8 @@ class EncodeConfig:
     model: str = option(DEFAULT_ENCODER, "a run folder, zoo preset (folder or name), .keras file or checkpoint "
                                          "folder (default: the shipped general sentence-embedding model)")
     input: str = option(None, "text file, one text per line (UTF-8; .gz allowed)", required=True)
-    output: str = option(None, "the .npy file to write (float32 [lines, dim])", required=True)
+    output: str = option(None, "the .npy file to write ([lines, dim]; binary: [lines, dim / 8] uint8)",
+                         required=True)
     batch_size: int = option(64, "texts per model call")
     maxlen: int | None = option(None, "tokens per text (default: the model's)")
     pooling: str | None = option(None, "pooling when MODEL is a checkpoint, not a saved encoder (default: cls)",
@@ -32,40 +48,225 @@ class EncodeConfig:
     long_text: str = option("truncate", "texts over maxlen tokens: cut, or averaged over overlapping windows",
                             choices=("truncate", "chunk"))
     truncate_dim: int | None = option(None, "keep the first D dimensions of each vector (then L2-normalise)")
+    dtype: str = option("float32", "how vectors are stored: float32, float16, int8 (per-dimension scales in "
+                                   "OUT.npy.json) or binary (signs, 8 per byte)", choices=EMBEDDING_DTYPES)
+    precision: str = option("fp32", "the model's arithmetic: fp32, bf16 (CPUs with AVX512-BF16/AMX, else fp32 "
+                                    "with a warning) or int8 (ONNX Runtime, dynamic quantization)",
+                            choices=PRECISIONS)
+    processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p")
+    chunk_size: int = option(8192, "lines per chunk, the unit of work saved for resume")
+    progress: bool = option(True, "no progress bar")
 
     def __post_init__(self):
         if not str(self.output).endswith(".npy"):
             raise ConfigError(f"--output must end in .npy, got {self.output!r}")
-        if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        for name in ("batch_size", "processes", "chunk_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+
+
+def _open(path):
+    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+
+
+def iter_lines(path):
+    """(line number, text) of a UTF-8 text file (plain or .gz), read lazily; DataError names a bad line."""
+    with _open(path) as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield number, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
 
 
 def read_lines(path):
-    """The lines of a UTF-8 text file (plain or .gz), without their line ends; DataError names a bad line."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    lines = []
-    with opener(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+    """Every line of a UTF-8 text file (plain or .gz) in memory; DataError names a bad line or an empty file."""
+    lines = [text for _, text in iter_lines(path)]
     if not lines:
         raise DataError(f"{path}: no lines to encode")
     return lines
 
 
-def run(config: EncodeConfig):
-    if not os.path.exists(config.input):
-        raise FileNotFoundError(f"{config.input}: no such input file")
+def count_lines(path):
+    """Lines of a text file (the last one may lack its newline), counted in 1 MiB blocks."""
+    n, last = 0, b"\n"
+    with _open(path) as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def iter_chunks(path, chunk_size):
+    """(chunk index, first line's index, texts) of consecutive ``chunk_size``-line chunks."""
+    chunk, start = [], 0
+    for number, text in iter_lines(path):
+        chunk.append(text)
+        if len(chunk) == chunk_size:
+            yield (number - 1) // chunk_size, start, chunk
+            chunk, start = [], number
+    if chunk:
+        yield start // chunk_size, start, chunk
+
+
+def load_encoder(config):
+    from ..models import from_preset
+
     model = from_preset(config.model, pooling=config.pooling, maxlen=config.maxlen)
     if not hasattr(model, "encode"):
         raise ConfigError(f"{config.model} holds a {type(model).__name__}, which has no sentence vectors to encode")
-    texts = read_lines(config.input)
-    vectors = model.encode(texts, batch_size=config.batch_size, show_progress_bar=True, long_text=config.long_text,
-                           truncate_dim=config.truncate_dim)
+    return model
+
+
+def embed(model, texts, config):
+    return model.encode(texts, batch_size=config.batch_size, show_progress_bar=False, long_text=config.long_text,
+                        truncate_dim=config.truncate_dim, precision=config.precision)
+
+
+# ------------------------------------------------------------------------------ the work folder
+SETTINGS = ("model", "input", "input_bytes", "lines", "dtype", "truncate_dim", "long_text", "maxlen", "pooling",
+            "precision", "chunk_size")
+
+
+def _settings(config, lines):
+    return {"model": config.model, "input": os.path.abspath(config.input), "input_bytes":
+            os.path.getsize(config.input), "lines": lines, "dtype": config.dtype, "truncate_dim": config.truncate_dim,
+            "long_text": config.long_text, "maxlen": config.maxlen, "pooling": config.pooling,
+            "precision": config.precision, "chunk_size": config.chunk_size}
+
+
+def _start_work(work, settings, model, config):
+    """Create the work folder (in one rename): meta.json and a zero-filled vectors.npy of the final shape."""
+    dim = config.truncate_dim or model.dim
+    meta = dict(settings, dim=dim, shape=[settings["lines"], stored_width(dim, config.dtype)],
+                stored_dtype="uint8" if config.dtype == "binary" else config.dtype)
+    if config.dtype == "int8":
+        sample = [t for _, t in zip(range(CALIBRATION_LINES), (t for _, t in iter_lines(config.input)))]
+        meta["int8_scales"] = int8_scales(embed(model, sample, config)).tolist()
+    tmp = work + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    np.lib.format.open_memmap(os.path.join(tmp, "vectors.npy"), mode="w+", dtype=meta["stored_dtype"],
+                              shape=tuple(meta["shape"])).flush()
+    write_json_atomic(os.path.join(tmp, "meta.json"), meta)
+    os.rename(tmp, work)
+    return meta
+
+
+def _done_chunks(work):
+    done = set()
+    for path in glob.glob(os.path.join(work, "done-*.txt")):
+        with open(path, encoding="utf-8") as f:
+            done.update(int(line) for line in f if line.strip().isdigit())
+    return done
+
+
+def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
+    """Encode the chunks of worker ``shard`` of ``shards`` not yet done, writing rows in place."""
+    if model is None:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, (os.cpu_count() or 1) // shards))
+        model = load_encoder(config)
+    with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
+    path = os.path.join(work, "vectors.npy")
+    with open(path, "rb") as f:
+        np.lib.format.read_magic(f)
+        np.lib.format.read_array_header_1_0(f)
+        offset = f.tell()
+    row_bytes = meta["shape"][1] * np.dtype(meta["stored_dtype"]).itemsize
+    done = _done_chunks(work)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        with open(os.path.join(work, f"done-{shard}.txt"), "a", encoding="utf-8") as log_file:
+            for index, start, texts in iter_chunks(config.input, config.chunk_size):
+                if index % shards != shard or index in done:
+                    continue
+                rows = quantize_embeddings(embed(model, texts, config), config.dtype, scales)
+                os.pwrite(fd, np.ascontiguousarray(rows).tobytes(), offset + start * row_bytes)
+                os.fsync(fd)
+                log_file.write(f"{index}\n")
+                log_file.flush()
+                os.fsync(log_file.fileno())
+                if on_chunk is not None:
+                    on_chunk(len(texts))
+    finally:
+        os.close(fd)
+
+
+def _finish(work, output, meta):
+    """Move the array into place, then its description; remove the work folder."""
+    vectors = os.path.join(work, "vectors.npy")
+    if os.path.exists(vectors):
+        os.replace(vectors, output)
+    write_json_atomic(output + ".json", {k: v for k, v in meta.items() if k != "chunk_size"})
+    shutil.rmtree(work)
+
+
+def run(config: EncodeConfig):
+    if not os.path.exists(config.input):
+        raise FileNotFoundError(f"{config.input}: no such input file")
+    lines = count_lines(config.input)
+    if not lines:
+        raise DataError(f"{config.input}: no lines to encode")
     os.makedirs(os.path.dirname(os.path.abspath(config.output)), exist_ok=True)
-    with atomic_file(config.output, "wb") as f:
-        np.save(f, vectors.astype("float32"))
-    log.info("wrote %s: %d x %d float32 (%s)", config.output, *vectors.shape, type(model).__name__)
-    return {"output": config.output, "shape": list(vectors.shape)}
+    work, settings = config.output + ".partial", _settings(config, lines)
+    model = load_encoder(config)
+    if os.path.exists(os.path.join(work, "meta.json")):
+        with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        changed = [k for k in SETTINGS if meta.get(k) != settings[k]]
+        if changed:
+            k = changed[0]
+            raise ConfigError(f"{work} holds an unfinished run with {k} {meta.get(k)!r}, now {settings[k]!r}: "
+                              f"rerun with the same settings to resume it, or delete {work} to start over")
+        if not os.path.exists(os.path.join(work, "vectors.npy")):  # killed while finishing
+            _finish(work, config.output, meta)
+            return {"output": config.output, "shape": meta["shape"], "resumed_chunks": "all"}
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        meta = _start_work(work, settings, model, config)
+    chunks = -(-lines // config.chunk_size)
+    done = _done_chunks(work)
+    if done:
+        log.info("resuming %s: %d of %d chunks done", work, len(done), chunks)
+    remaining = sum(min(config.chunk_size, lines - c * config.chunk_size) for c in range(chunks) if c not in done)
+    bar = progress(None, "encode", config.progress, total=remaining, unit="sent")
+    started = time.time()
+    if config.processes == 1:
+        encode_shard(config, work, model=model, on_chunk=bar.update if bar is not None else None)
+    else:
+        _run_workers(config, work, bar)
+    if bar is not None:
+        bar.close()
+    missing = chunks - len(_done_chunks(work))
+    if missing:
+        raise ZooError(f"{work}: {missing} chunks not encoded; rerun the same command to resume")
+    _finish(work, config.output, meta)
+    seconds = time.time() - started
+    log.info("wrote %s: %s %s (%s), %d lines in %.1f s (%.0f lines/s)", config.output, "x".join(map(str, meta["shape"])),
+             meta["stored_dtype"], config.model, remaining, seconds, remaining / max(seconds, 1e-9))
+    return {"output": config.output, "shape": meta["shape"], "lines_encoded": remaining, "seconds": seconds}
+
+
+def _run_workers(config, work, bar):
+    """Workers in fresh processes (spawn: no TensorFlow state is forked); the bar follows their done files."""
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=encode_shard, args=(config, work, p, config.processes), daemon=True)
+               for p in range(config.processes)]
+    for w in workers:
+        w.start()
+    seen = len(_done_chunks(work))
+    while any(w.is_alive() for w in workers):
+        time.sleep(0.5)
+        now = len(_done_chunks(work))
+        if bar is not None and now > seen:
+            bar.update((now - seen) * config.chunk_size)
+        seen = now
+    failed = [p for p, w in enumerate(workers) if w.exitcode != 0]
+    if failed:
+        raise ZooError(f"encode worker(s) {failed} of {config.processes} failed (exit codes "
+                       f"{[workers[p].exitcode for p in failed]}); finished chunks are kept in {work}: "
+                       f"rerun the same command to resume")

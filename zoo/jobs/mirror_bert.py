@@ -35,6 +35,8 @@ class MirrorBertConfig:
     k: int = option(5, "characters of the span to mask; 0 = SimCSE (dropout only)")
     min_chars: int = option(6, "leave shorter strings unmasked (the original: 30)")
     temperature: float = option(0.04, "InfoNCE temperature")
+    matryoshka_dims: tuple = option((), "Matryoshka training: the loss also on the first D dimensions, e.g. "
+                                        "64,128 (encode with truncate_dim=D)")
     batch_size: int = option(200, "sentences per step")
     maxlen: int = option(50, "tokens per sentence (batches are padded to it, as the original)")
     lr: float = option(2e-5, "learning rate (AdamW)")
@@ -49,6 +51,12 @@ class MirrorBertConfig:
     def __post_init__(self):
         if self.k < 0 or self.batch_size < 2 or self.temperature <= 0:
             raise ConfigError("--k must be >= 0, --batch-size >= 2 and --temperature > 0")
+        try:
+            self.matryoshka_dims = tuple(sorted(int(d) for d in self.matryoshka_dims))
+        except ValueError:
+            raise ConfigError(f"--matryoshka-dims must be integers, got {self.matryoshka_dims}") from None
+        if self.matryoshka_dims and min(self.matryoshka_dims) < 1:
+            raise ConfigError(f"--matryoshka-dims must be >= 1, got {self.matryoshka_dims}")
 
 
 def span_mask(text, k=5, min_chars=30, rng=None):
@@ -117,7 +125,7 @@ def run(config: MirrorBertConfig):
                             config.min_chars)
     trainer = encoder.trainer()
     trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
-                    loss=InBatchSoftmaxLoss(config.temperature), jit_compile=config.jit_compile)
+                    loss=InBatchSoftmaxLoss(config.temperature, config.matryoshka_dims), jit_compile=config.jit_compile)
     tests = {task: load_task(task, "test", folder) for task, folder in tasks.items()}
     before = {t: SpearmanEvaluator(d)(encoder)["spearman"] for t, d in tests.items()}
     valid = load_task("LCQMC", "valid", tasks.get("LCQMC") or resolve_data_dir("LCQMC", config.data_dir))

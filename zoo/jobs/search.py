@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..logs import log
 from ..models import from_preset
 from ..paths import DEFAULT_ENCODER
-from ..retrieval import LEXICAL_TERMS, SEARCH_MODES, SemanticIndex
+from ..retrieval import BACKENDS, LEXICAL_TERMS, SEARCH_MODES, SemanticIndex
 from .encode import read_lines
 
 
@@ -21,14 +21,19 @@ class IndexBuildConfig:
     input: str = option(None, "text file, one text per line (UTF-8; .gz allowed)", required=True)
     output: str = option(None, "the index folder to write", required=True)
     model: str = option(DEFAULT_ENCODER, "the encoder (preset name or folder, run folder); recorded in the index")
-    backend: str = option("exact", "exact search, or faiss (approximate; factory sized to the corpus)",
-                          choices=("exact", "faiss"))
+    backend: str = option("exact", "exact: every vector scored; hnsw: a faiss HNSW graph; ivfpq: faiss IVF lists "
+                                   "of product-quantized codes, rescored; faiss: a faiss IVF sized to the corpus",
+                          choices=BACKENDS)
+    quantize: str | None = option(None, "exact search over int8 or binary codes, the best candidates rescored with "
+                                        "the float vectors", choices=("int8", "binary"))
     lexical: str = option("bigram", "BM25 terms for lexical and hybrid search", choices=LEXICAL_TERMS)
     batch_size: int = option(64, "texts per model call")
 
     def __post_init__(self):
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.quantize and self.backend != "exact":
+            raise ConfigError(f"--quantize is for --backend exact (ivfpq quantizes by itself), got {self.backend}")
 
 
 @dataclasses.dataclass
@@ -53,8 +58,10 @@ class SearchConfig:
 def build(config: IndexBuildConfig):
     texts = read_lines(config.input)
     index = SemanticIndex(from_preset(config.model), backend=config.backend, lexical=config.lexical,
-                          model=config.model)
+                          model=config.model, quantize=config.quantize)
     index.add(texts, batch_size=config.batch_size)
+    if config.backend != "exact" or config.quantize:
+        index.search_vectors(index.vectors[:1], 1)  # build the structure now, so it is saved with the index
     index.save(config.output)
     log.info("wrote %s: %d texts, %d-d vectors of %s", config.output, len(index), index.dim, config.model)
     return {"output": config.output, "texts": len(index), "dim": index.dim}

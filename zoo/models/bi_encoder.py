@@ -53,7 +53,7 @@ class SentenceEncoder(Task):
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None,
-               truncate_dim=None, long_text="truncate", stride=None):
+               truncate_dim=None, long_text="truncate", stride=None, precision="fp32"):
         """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
 
         Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled; "" encodes
@@ -61,7 +61,8 @@ class SentenceEncoder(Task):
         (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping windows of ``maxlen``
         tokens (a new window every ``stride`` tokens, default half a window) whose vectors are averaged, each
         weighted by its token count. ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
-        normalise.
+        normalise. ``precision``: "fp32", "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning) or "int8"
+        (ONNX Runtime, dynamically quantized); see ``zoo.runtime``.
         """
         self._require_tokenizer()
         if long_text not in ("truncate", "chunk"):
@@ -78,7 +79,7 @@ class SentenceEncoder(Task):
             if long_text == "chunk":
                 pieces, owner, weights = chunk_pieces(pieces, maxlen - 2, stride)
             rows = [self.tokenizer._assemble(p, None, maxlen) for p in pieces]
-            out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent")
+            out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent", precision=precision)
             if long_text == "chunk":
                 sums = np.zeros((len(texts), out.shape[1]), dtype="float64")
                 np.add.at(sums, owner, out * weights[:, None])

@@ -121,18 +121,21 @@ class Task(keras.Model):
             self._jit_chosen = True
         return self.predict_on_batch(batch)
 
-    def predict_rows(self, rows, batch_size=64, maxlen=None, show_progress_bar=None, unit="row"):
+    def predict_rows(self, rows, batch_size=64, maxlen=None, show_progress_bar=None, unit="row", precision="fp32"):
         """Model outputs for (token ids, segment ids) rows, in input order -> float32 [n, ...].
 
         Rows run longest first in batches padded to a multiple of 8 tokens, so little padding is computed and
-        XLA compiles few shapes."""
+        XLA compiles few shapes. ``precision``: fp32, bf16 or int8 (``zoo.runtime``)."""
+        from ..runtime import runner
+
         self._require_tokenizer()
+        predict = runner(self, precision)
         order = np.argsort([-len(r[0]) for r in rows], kind="stable")
         out = None
         for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
             index = order[start:start + batch_size]
             batch = [rows[i] for i in index]
-            values = np.asarray(ops.convert_to_numpy(self._predict_batch(
+            values = np.asarray(ops.convert_to_numpy(predict(
                 self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen)))), dtype="float32")
             if out is None:
                 out = np.zeros((len(rows),) + values.shape[1:], dtype="float32")

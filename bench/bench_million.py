@@ -1,0 +1,174 @@
+"""Search over a million real embeddings: bulk encoding, then exact vs HNSW vs IVF-PQ vs int8 / binary codes.
+
+    python bench/bench_million.py --cache /work/cache/million            # (cache: outside git, ~1.5 GB)
+
+1. Texts: sentences and clauses of ``../shared/data/corpus`` (split at 。！？；，, kept at 5-128 characters) plus every
+   distinct sentence of the task files (all splits of LCQMC, BQ, ATEC, STS-B, PAWS-X): ~1.2 M distinct texts.
+2. ``zoo encode --precision int8`` (the shipped zoo-embed-zh-L4, streamed to a float32 .npy, in a child process):
+   sentences/s (start-up and int8 conversion included) and the child's peak RSS. Skipped when the vectors are
+   already in the cache.
+3. 1,000 random texts are held out as queries; the rest is the corpus. For each index: build seconds, bytes held in
+   memory (the searched structure; float vectors used only for rescoring stay memory-mapped), queries/s over the
+   1,000 queries (one batch) and recall@10 against exact search.
+Writes bench/results/million.json and a table.
+"""
+
+import argparse
+import gzip
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from zoo.corpus import read_corpus
+from zoo.data import load_task
+from zoo.logs import log, setup_cli
+from zoo.paths import read_json_file, write_json_atomic
+from zoo.retrieval import SemanticIndex, exact_topk
+from zoo.train.results import table, versions
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPLIT = re.compile(r"[。！？；，!?;,]")
+TASKS = ("LCQMC", "BQ", "ATEC", "STS-B", "PAWSX")
+
+
+def million_texts(data_dir, corpus_dir):
+    texts = {}
+    for doc in read_corpus([corpus_dir]):
+        for piece in SPLIT.split(doc):
+            piece = piece.strip()
+            if 5 <= len(piece) <= 128:
+                texts.setdefault(piece, None)
+    from_corpus = len(texts)
+    for task in TASKS:
+        for split in ("train", "valid", "test"):
+            try:
+                data = load_task(task, split, data_dir)
+            except FileNotFoundError:
+                continue
+            for t in data.texts_a + data.texts_b:
+                texts.setdefault(t.replace("\n", " ").strip(), None)
+    texts.pop("", None)
+    return list(texts), from_corpus
+
+
+def timed_search(index, queries, topk=10):
+    start = time.perf_counter()
+    _, rows = index.search_vectors(queries, topk)
+    return rows, time.perf_counter() - start
+
+
+def structure_bytes(index):
+    """Bytes of the searched structure: the float vectors (exact) or the faiss index."""
+    if index._faiss is None:
+        return index.vectors.nbytes
+    import faiss
+
+    if index.quantize == "binary":
+        return index._faiss.ntotal * index._faiss.code_size
+    return int(faiss.serialize_index(index._faiss).nbytes)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", required=True)
+    parser.add_argument("--data-dir", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    parser.add_argument("--model", default="zoo-embed-zh-L4")
+    parser.add_argument("--precision", default="int8", help="zoo encode --precision (int8: ONNX Runtime)")
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--skip", default="", help="comma-separated index names to leave out")
+    parser.add_argument("--output", default=os.path.join(HERE, "results", "million"))
+    args = parser.parse_args()
+    setup_cli()
+    os.makedirs(args.cache, exist_ok=True)
+    texts_file, vectors_file = os.path.join(args.cache, "texts.txt.gz"), os.path.join(args.cache, "vectors.npy")
+    report = {"command": " ".join(sys.argv), "versions": versions(), "model": args.model}
+    if not os.path.exists(texts_file):
+        texts, from_corpus = million_texts(args.data_dir, os.path.join(args.data_dir, "corpus"))
+        with gzip.open(texts_file + ".tmp", "wt", encoding="utf-8") as f:
+            f.write("\n".join(texts) + "\n")
+        os.replace(texts_file + ".tmp", texts_file)
+        write_json_atomic(os.path.join(args.cache, "texts.json"), {"texts": len(texts), "from_corpus": from_corpus})
+    report["texts_from_corpus"] = read_json_file(os.path.join(args.cache, "texts.json"), "text counts")["from_corpus"]
+    with gzip.open(texts_file, "rt", encoding="utf-8", newline="\n") as f:
+        texts = f.read().split("\n")[:-1]  # one text a line, as zoo encode reads it (not str.splitlines)
+    report["texts"] = len(texts)
+    log.info("%d distinct texts", len(texts))
+    if not os.path.exists(vectors_file):
+        start = time.time()
+        child = subprocess.run(["/usr/bin/time", "-f", "peak_rss_kb=%M", sys.executable, "-m", "zoo", "encode",
+                                "--model", args.model, "--input", texts_file, "--output", vectors_file,
+                                "--precision", args.precision],
+                               stderr=subprocess.PIPE, text=True)
+        if child.returncode != 0:
+            raise SystemExit(child.stderr[-3000:])
+        seconds = time.time() - start
+        rss = int(re.search(r"peak_rss_kb=(\d+)", child.stderr).group(1)) / 1024
+        report["encode"] = {"seconds": seconds, "sentences_per_second": len(texts) / seconds, "peak_rss_mib": rss,
+                            "precision": args.precision}
+        write_json_atomic(os.path.join(args.cache, "encode.json"), report["encode"])
+    else:
+        report["encode"] = read_json_file(os.path.join(args.cache, "encode.json"), "the encoding figures")
+    log.info("encode: %s", report["encode"])
+    vectors = np.load(vectors_file, mmap_mode="r")
+    rng = np.random.default_rng(0)
+    held = np.sort(rng.choice(len(vectors), args.queries, replace=False))
+    keep = np.setdiff1d(np.arange(len(vectors)), held)
+    queries = np.asarray(vectors[held], dtype="float32")
+    corpus = np.asarray(vectors[keep], dtype="float32")
+    del vectors
+    exact = SemanticIndex(dim=corpus.shape[1]).add(vectors=corpus)
+    truth, exact_seconds = timed_search(exact, queries)
+    exact_qps = len(queries) / exact_seconds
+    rows = [["exact (float32)", "", 0.0, structure_bytes(exact) / 2**20, 1.0, round(exact_qps), 1.0]]
+    report["corpus"], report["indexes"] = len(corpus), {}
+    candidates = [("hnsw M32 ef64", dict(backend="hnsw", ef_search=64)),
+                  ("hnsw M32 ef128", dict(backend="hnsw", ef_search=128)),
+                  ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256)),
+                  ("ivfpq nprobe16 rescore4", dict(backend="ivfpq", nprobe=16, rescore=4)),
+                  ("ivfpq nprobe32 rescore10", dict(backend="ivfpq", nprobe=32, rescore=10)),
+                  ("ivfpq nprobe64 rescore10", dict(backend="ivfpq", nprobe=64, rescore=10)),
+                  ("exact int8 rescore4", dict(backend="exact", quantize="int8", rescore=4)),
+                  ("exact binary rescore10", dict(backend="exact", quantize="binary", rescore=10))]
+    built = {}
+    skip = set(filter(None, args.skip.split(",")))
+    for name, settings in candidates:
+        if name in skip:
+            continue
+        family = (settings["backend"], settings.get("quantize"))
+        index = built.get(family)
+        build = 0.0
+        if index is None:
+            index = SemanticIndex(dim=corpus.shape[1], **settings).add(vectors=corpus)
+            start = time.perf_counter()
+            index._faiss_index()
+            build = time.perf_counter() - start
+            built[family] = index
+        for key in ("ef_search", "nprobe", "rescore"):
+            if key in settings:
+                setattr(index, key, settings[key])
+        if hasattr(index._faiss, "nprobe"):
+            index._faiss.nprobe = index.nprobe
+        found, seconds = timed_search(index, queries)
+        recall = float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth)]))
+        qps = len(queries) / seconds
+        report["indexes"][name] = {"settings": settings, "build_seconds": build, "memory_mib":
+                                   structure_bytes(index) / 2**20, "recall_at_10": recall, "queries_per_second": qps,
+                                   "speedup_vs_exact": qps / exact_qps}
+        rows.append([name, "", build, structure_bytes(index) / 2**20, recall, round(qps), qps / exact_qps])
+        log.info("%s: recall@10 %.3f, %.0f queries/s (%.1fx exact), build %.0f s", name, recall, qps, qps / exact_qps,
+                 build)
+    report["exact_queries_per_second"] = exact_qps
+    text = table(["index", "", "build s", "memory MiB", "recall@10", "queries/s", "x exact"], rows)
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    write_json_atomic(args.output + ".json", report)
+    with open(args.output + ".md", "w", encoding="utf-8") as f:
+        f.write(f"{len(corpus):,} vectors ({args.model}), {len(queries)} held-out queries\n\n{text}\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Bulk encoding (`zoo encode`: streamed, stored as float32/float16/int8/binary, resumable, sharded across
+processes) and inference precisions (fp32, bf16, int8 with ONNX Runtime; `zoo export --quantize`)."""
+
+import gzip
+import json
+import logging
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from conftest import CJK_CHARS, require_module
+from zoo.errors import ConfigError, DataError
+from zoo.jobs import encode as encode_job
+from zoo.jobs.encode import EncodeConfig, run as encode
+from zoo.vectors import dequantize_int8
+
+CHARS = list(dict.fromkeys(CJK_CHARS))[:160]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("encode")
+    keras.utils.set_random_seed(0)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + CHARS
+    tok = zoo.Tokenizer(vocab)
+    encoder = zoo.SentenceEncoder(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32), tok,
+                                  pooling="mean", maxlen=32)
+    encoder.save(root / "enc")
+    rng = np.random.default_rng(0)
+    texts = ["".join(rng.choice(CHARS, int(rng.integers(0, 20)))) for _ in range(45)]
+    with gzip.open(root / "texts.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(texts))  # no newline after the last line
+    return root, texts, zoo.from_preset(root / "enc")
+
+
+def run(root, out, **kw):
+    base = dict(model=str(root / "enc"), input=str(root / "texts.txt.gz"), output=str(out), chunk_size=7,
+                progress=False)
+    return encode(EncodeConfig(**{**base, **kw}))
+
+
+def test_streamed_chunks_equal_encode_in_every_storage_dtype(setup, tmp_path):
+    root, texts, encoder = setup
+    expected = encoder.encode(texts)
+    run(root, tmp_path / "f32.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "f32.npy"), expected, atol=1e-6)
+    meta = json.loads((tmp_path / "f32.npy.json").read_text())
+    assert meta["shape"] == [45, 32] and meta["model"] == str(root / "enc")
+    assert not (tmp_path / "f32.npy.partial").exists()
+    run(root, tmp_path / "f16.npy", dtype="float16")
+    assert np.load(tmp_path / "f16.npy").dtype == np.float16
+    np.testing.assert_allclose(np.load(tmp_path / "f16.npy"), expected, atol=1e-3)
+    run(root, tmp_path / "i8.npy", dtype="int8")
+    scales = np.asarray(json.loads((tmp_path / "i8.npy.json").read_text())["int8_scales"], dtype="float32")
+    restored = dequantize_int8(np.load(tmp_path / "i8.npy"), scales)
+    assert np.abs(restored - expected).max() <= 0.5 / scales.min() + 1e-6  # half a step of the coarsest scale
+    run(root, tmp_path / "bits.npy", dtype="binary")
+    np.testing.assert_array_equal(np.load(tmp_path / "bits.npy"), np.packbits(expected > 0, axis=1))
+
+
+def test_a_killed_run_resumes_and_settings_must_match(setup, tmp_path, monkeypatch, caplog):
+    root, texts, encoder = setup
+    real, calls = encode_job.embed, []
+
+    def dies_at_the_third_chunk(model, chunk, config):
+        calls.append(len(chunk))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # stands in for a kill
+        return real(model, chunk, config)
+
+    monkeypatch.setattr(encode_job, "embed", dies_at_the_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        run(root, tmp_path / "v.npy")
+    assert not (tmp_path / "v.npy").exists() and (tmp_path / "v.npy.partial" / "done-0.txt").read_text() == "0\n1\n"
+    with pytest.raises(ConfigError, match="chunk_size 7, now 5"):
+        run(root, tmp_path / "v.npy", chunk_size=5)
+    monkeypatch.setattr(encode_job, "embed", real)
+    calls.clear()
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        result = run(root, tmp_path / "v.npy")
+    assert "2 of 7 chunks done" in caplog.text and result["lines_encoded"] == 45 - 14
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), encoder.encode(texts), atol=1e-6)
+
+
+def test_two_processes_write_the_same_array(setup, tmp_path):
+    root, texts, _ = setup
+    run(root, tmp_path / "one.npy")
+    run(root, tmp_path / "two.npy", processes=2)
+    np.testing.assert_allclose(np.load(tmp_path / "two.npy"), np.load(tmp_path / "one.npy"), atol=1e-6)
+
+
+def test_bad_inputs_are_named(setup, tmp_path):
+    root, _, _ = setup
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    with pytest.raises(DataError, match="empty.txt: no lines"):
+        run(root, tmp_path / "e.npy", input=str(tmp_path / "empty.txt"))
+    (tmp_path / "bad.txt").write_bytes("好\n".encode() * 3 + b"\xff\xfe\n")
+    with pytest.raises(DataError, match="bad.txt, line 4: invalid UTF-8"):
+        run(root, tmp_path / "b.npy", input=str(tmp_path / "bad.txt"))
+    with pytest.raises(ConfigError, match="--processes must be >= 1"):
+        EncodeConfig(input="x", output="y.npy", processes=0)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        setup[2].encode(["好"], precision="fp8")
+
+
+def test_int8_runs_in_onnx_runtime_close_to_fp32(setup):
+    require_module("onnxruntime", "pip install onnxruntime tf2onnx")
+    from zoo import runtime
+
+    _, texts, encoder = setup
+    fp32, int8 = encoder.encode(texts), encoder.encode(texts, precision="int8")
+    cosines = np.sum(fp32 * int8, axis=1)
+    assert cosines.min() > 0.99 and not np.allclose(fp32, int8, atol=1e-6), cosines.min()  # quantized, close
+    assert "int8" in runtime._RUNNERS[encoder]
+
+
+def test_bf16_falls_back_with_a_warning_or_runs_in_bfloat16(setup, monkeypatch, caplog):
+    from zoo import runtime
+
+    _, texts, encoder = setup
+    monkeypatch.setattr(runtime, "bf16_supported", lambda: False)
+    runtime._warned.discard("bf16")
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        np.testing.assert_array_equal(encoder.encode(texts, precision="bf16"), encoder.encode(texts))
+    assert "AVX512-BF16" in caplog.text
+    monkeypatch.setattr(runtime, "bf16_supported", lambda: True)
+    bf16 = encoder.encode(texts, precision="bf16")
+    copy = runtime._RUNNERS[encoder]["bf16"].__self__
+    assert {w.dtype for w in copy.backbone.weights} == {"bfloat16"}
+    cosines = np.sum(bf16 * encoder.encode(texts), axis=1)
+    assert cosines.min() > 0.99 and not np.allclose(bf16, encoder.encode(texts), atol=1e-6)
