@@ -125,14 +125,14 @@ def main():
     exact_qps = len(queries) / exact_seconds
     rows = [["exact (float32)", "", 0.0, structure_bytes(exact) / 2**20, 1.0, round(exact_qps), 1.0]]
     report["corpus"], report["indexes"] = len(corpus), {}
-    candidates = [("hnsw M32 ef64", dict(backend="hnsw", ef_search=64)),
-                  ("hnsw M32 ef128", dict(backend="hnsw", ef_search=128)),
-                  ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256)),
+    candidates = [("exact int8 rescore4", dict(backend="exact", quantize="int8", rescore=4)),
+                  ("exact binary rescore10", dict(backend="exact", quantize="binary", rescore=10)),
                   ("ivfpq nprobe16 rescore4", dict(backend="ivfpq", nprobe=16, rescore=4)),
                   ("ivfpq nprobe32 rescore10", dict(backend="ivfpq", nprobe=32, rescore=10)),
                   ("ivfpq nprobe64 rescore10", dict(backend="ivfpq", nprobe=64, rescore=10)),
-                  ("exact int8 rescore4", dict(backend="exact", quantize="int8", rescore=4)),
-                  ("exact binary rescore10", dict(backend="exact", quantize="binary", rescore=10))]
+                  ("hnsw M32 ef64", dict(backend="hnsw", ef_search=64)),
+                  ("hnsw M32 ef128", dict(backend="hnsw", ef_search=128)),
+                  ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256))]
     built = {}
     skip = set(filter(None, args.skip.split(",")))
     for name, settings in candidates:
@@ -161,6 +161,8 @@ def main():
         rows.append([name, "", build, structure_bytes(index) / 2**20, recall, round(qps), qps / exact_qps])
         log.info("%s: recall@10 %.3f, %.0f queries/s (%.1fx exact), build %.0f s", name, recall, qps, qps / exact_qps,
                  build)
+        report["exact_queries_per_second"] = exact_qps
+        write_json_atomic(args.output + ".json", report)  # so far, should a later index fail
     report["exact_queries_per_second"] = exact_qps
     text = table(["index", "", "build s", "memory MiB", "recall@10", "queries/s", "x exact"], rows)
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

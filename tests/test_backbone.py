@@ -255,8 +255,8 @@ def test_first_token_only_equals_full_model(tiny_zoo, tiny_batch):
         return [np.asarray(tf.convert_to_tensor(g)) if g is not None else np.zeros(w.shape) for w, g in
                 zip(weights, tape.gradient(loss, [w.value for w in weights]))]
 
-    for g_full, g_first in zip(grads(), grads(first_token_only=True)):
-        np.testing.assert_allclose(g_first, g_full, rtol=0, atol=1e-5)
+    for g_full, g_first in zip(grads(), grads(first_token_only=True)):  # float32 sums of terms up to ~50:
+        np.testing.assert_allclose(g_first, g_full, rtol=1e-6, atol=1e-5)  # a few ulps of rounding allowed
 
 
 def test_padding_positions_do_not_leak(tiny_zoo, tiny_batch):

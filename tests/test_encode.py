@@ -76,11 +76,13 @@ def test_a_killed_run_resumes_and_settings_must_match(setup, tmp_path, monkeypat
     assert not (tmp_path / "v.npy").exists() and (tmp_path / "v.npy.partial" / "done-0.txt").read_text() == "0\n1\n"
     with pytest.raises(ConfigError, match="chunk_size 7, now 5"):
         run(root, tmp_path / "v.npy", chunk_size=5)
-    monkeypatch.setattr(encode_job, "embed", real)
-    calls.clear()
+    resumed = []  # the chunks the rerun embeds: only those not done
+    monkeypatch.setattr(encode_job, "embed", lambda model, chunk, config: resumed.append(len(chunk)) or real(
+        model, chunk, config))
     with caplog.at_level(logging.INFO, logger="zoo"):
         result = run(root, tmp_path / "v.npy")
     assert "2 of 7 chunks done" in caplog.text and result["lines_encoded"] == 45 - 14
+    assert resumed == [7, 7, 7, 7, 3]  # chunks 2-6 of 45 lines in 7s
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), encoder.encode(texts), atol=1e-6)
 
 
