@@ -263,7 +263,7 @@ def _run_workers(config, work, bar):
         time.sleep(0.5)
         now = len(_done_chunks(work))
         if bar is not None and now > seen:
-            bar.update((now - seen) * config.chunk_size)
+            bar.update(min((now - seen) * config.chunk_size, bar.total - bar.n))  # the last chunk may be short
         seen = now
     failed = [p for p, w in enumerate(workers) if w.exitcode != 0]
     if failed:
