@@ -16,7 +16,7 @@ import numpy as np
 from zoo.config import parse
 from zoo.data import load_splits
 from zoo.evaluation import SpearmanEvaluator
-from zoo.jobs.common import limit_eval
+from zoo.jobs.common import limit_eval, setup_distribution
 from zoo.jobs.dvbert import DistillBatches, DvBERTConfig, predict_teachers, report
 from zoo.jobs.evaluate import evaluate_task
 from zoo.logs import setup_cli
@@ -37,6 +37,7 @@ teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(ou
                                  config.progress)
 
 # 2. The student: a bi-encoder.
+setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 student = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
 

@@ -17,7 +17,7 @@ from zoo.config import parse
 from zoo.data import load_splits
 from zoo.evaluation import SpearmanEvaluator
 from zoo.jobs.bi_encoder import BiEncoderConfig, report
-from zoo.jobs.common import limit_eval
+from zoo.jobs.common import limit_eval, setup_distribution
 from zoo.jobs.evaluate import evaluate_task
 from zoo.logs import setup_cli
 from zoo.losses import CoSENTLoss
@@ -25,11 +25,13 @@ from zoo.models import build_pair_trainer
 from zoo.train import PairBatches, fit, learning_rate
 
 setup_cli()
-config = parse(BiEncoderConfig, fixed={"task": "LCQMC", "objective": "cosent", "matryoshka_dims": ()},
+config = parse(BiEncoderConfig, fixed={"task": "LCQMC", "objective": "cosent", "matryoshka_dims": (),
+                                         "train_files": (), "stream": False},
                description="CoSENT bi-encoder on LCQMC (the main job)")
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or f"runs/LCQMC_cosent_{config.pooling}"
+setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: LCQMC train / valid / test, pairs (text_a, text_b, label 0/1).

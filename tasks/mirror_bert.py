@@ -13,6 +13,7 @@ import keras
 from zoo.config import parse
 from zoo.data import load_task, resolve_data_dir
 from zoo.evaluation import SpearmanEvaluator
+from zoo.jobs.common import setup_distribution
 from zoo.jobs.mirror_bert import MirrorBatches, MirrorBertConfig, available_tasks, report, training_sentences
 from zoo.logs import setup_cli
 from zoo.losses import InBatchSoftmaxLoss
@@ -28,6 +29,7 @@ tasks = available_tasks(config.data_dir)
 sentences = training_sentences(config, tasks)
 
 # 2. Model: an encoder that keeps dropout on while training.
+setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 encoder = zoo.SentenceEncoder.from_preset(start, pooling=config.pooling, maxlen=config.maxlen, dropout=config.dropout)
 

@@ -15,6 +15,7 @@ import keras
 from zoo.config import parse
 from zoo.corpus import anisotropy_sentences
 from zoo.evaluation import token_self_similarity
+from zoo.jobs.common import setup_distribution
 from zoo.jobs.pretrain import BackbonePreset, MaskedTokenEvaluator, PretrainConfig, documents, report
 from zoo.logs import log, setup_cli
 from zoo.masking import PretrainingBatches, PretrainingExamples
@@ -28,6 +29,7 @@ os.makedirs(config.output, exist_ok=True)
 
 # 1. Data: de-duplicated documents (corpus + the tasks' train-split texts) -> examples; masking happens per batch.
 corpus, docs = documents(config)
+setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 start = config.start or zoo.DEFAULT_PRESET
 tokenizer = zoo.Tokenizer.from_preset(start)

@@ -15,6 +15,7 @@ import keras
 from zoo.config import parse
 from zoo.data import groups_from_positive_pairs, load_splits
 from zoo.evaluation import LossEvaluator, SpearmanEvaluator
+from zoo.jobs.common import setup_distribution
 from zoo.jobs.simbert import SimBERTBatches, SimBERTConfig, report, training_groups
 from zoo.logs import setup_cli
 from zoo.losses import passthrough_loss
@@ -25,6 +26,7 @@ config = parse(SimBERTConfig)
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or "runs/simbert"
+setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: groups of similar sentences (by default the connected components of the tasks' train positives).

@@ -15,7 +15,7 @@ from zoo.config import parse
 from zoo.data import load_splits
 from zoo.evaluation import MeanEvaluator, SpearmanEvaluator
 from zoo.jobs.bi_encoder import BiEncoderConfig, objective_loss, report, train_batches
-from zoo.jobs.common import limit_eval
+from zoo.jobs.common import limit_eval, setup_distribution
 from zoo.jobs.evaluate import evaluate_task
 from zoo.logs import setup_cli
 from zoo.models import build_pair_trainer
@@ -26,10 +26,12 @@ config = parse(BiEncoderConfig)
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or f"runs/{'+'.join(config.tasks)}_{config.objective}_{config.pooling}"
+setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 
-# 1. Data: each task's train / valid / test pairs.
-splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train), config.limit_eval) for t in config.tasks}
+# 1. Data: each task's train / valid / test pairs (with --stream / --train-files, train is read lazily in step 3).
+splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train, config.kept_splits), config.limit_eval)
+          for t in config.tasks}
 
 # 2. Model.
 encoder = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
@@ -57,4 +59,4 @@ for t in config.eval_tasks:
                                                config.limit_eval), config.eval_batch_size)
 
 # 6. Results.
-report(config, checkpoint, output, run, splits, scores, t0)
+report(config, checkpoint, output, run, splits, scores, t0, batches)

@@ -72,6 +72,24 @@ def read_pairs(path):
     return pairs
 
 
+# ------------------------------------------------------------------------------ test order
+# The suite runs on 2 workers (pytest-xdist, README). The longest tests (minutes: subprocess chains) start first, so
+# that the short ones fill the other worker around them instead of leaving one long test alone at the end.
+LONGEST_FIRST = ("test_sigkill_at_20_random_moments", "test_jax_two_devices_two_processes", "test_compare_matching",
+                 "test_distill_targets_anneal", "test_sigkill_while_saving", "test_resume_continues_exactly",
+                 "test_tensorflow_mirrored_two_devices", "test_multi_task_training", "test_save_load_simbert",
+                 "test_pretraining_job_runs_on_jax")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(item):
+        return next((rank[n] for n in LONGEST_FIRST if item.name.startswith(n)), len(LONGEST_FIRST))
+
+    items.sort(key=key)  # stable: the rest keep their order
+
+
 # ------------------------------------------------------------------------------ synthetic vocabulary
 CJK_CHARS = ("的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可着没里后小么心多天"
              "而能好都然日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分"

@@ -69,18 +69,14 @@ def _open_text(path):
     return raw
 
 
-def read_pairs(path, skip_bad_lines=False):
-    """Read a pair file (``.data``/``.tsv``/``.txt``, optionally ``.gz``) into a PairDataset.
+def iter_pairs(path, skip_bad_lines=False, bad=None):
+    """Yield ``(text_a, text_b, label)`` of a pair file one line at a time (``read_pairs`` without the memory).
 
-    A bad line (not 3 TAB-separated fields, label not a number, invalid UTF-8) raises DataError naming the
-    file and line, unless ``skip_bad_lines=True``: then it is skipped and counted (``bad_lines``).
-    Exact duplicate rows are kept and counted (``duplicates``).
-    """
+    A bad line (not 3 TAB-separated fields, label not a number, invalid UTF-8) raises DataError naming the file
+    and line, unless ``skip_bad_lines=True``: then its number is appended to ``bad`` (a list) and it is skipped."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: data file not found")
-    texts_a, texts_b, labels, bad = [], [], [], []
-    seen, duplicates = set(), 0
     with _open_text(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
@@ -107,15 +103,29 @@ def read_pairs(path, skip_bad_lines=False):
             if problem is not None:
                 if not skip_bad_lines:
                     raise DataError(f"{path}, line {number}: {problem}")
-                bad.append(number)
+                if bad is not None:
+                    bad.append(number)
                 continue
-            row = (unquote_csv_field(fields[0]), unquote_csv_field(fields[1]), label)
-            if row in seen:
-                duplicates += 1
-            seen.add(row)
-            texts_a.append(row[0])
-            texts_b.append(row[1])
-            labels.append(label)
+            yield unquote_csv_field(fields[0]), unquote_csv_field(fields[1]), label
+
+
+def read_pairs(path, skip_bad_lines=False):
+    """Read a pair file (``.data``/``.tsv``/``.txt``, optionally ``.gz``) into a PairDataset.
+
+    A bad line (not 3 TAB-separated fields, label not a number, invalid UTF-8) raises DataError naming the
+    file and line, unless ``skip_bad_lines=True``: then it is skipped and counted (``bad_lines``).
+    Exact duplicate rows are kept and counted (``duplicates``).
+    """
+    path = os.fspath(path)
+    texts_a, texts_b, labels, bad = [], [], [], []
+    seen, duplicates = set(), 0
+    for row in iter_pairs(path, skip_bad_lines, bad):
+        if row in seen:
+            duplicates += 1
+        seen.add(row)
+        texts_a.append(row[0])
+        texts_b.append(row[1])
+        labels.append(row[2])
     return PairDataset(texts_a, texts_b, np.asarray(labels, dtype="float32"), path,
                        bad_lines=len(bad), duplicates=duplicates, bad_line_numbers=bad)
 

@@ -1,12 +1,16 @@
 """Every loss of zoo, in keras.ops (one home): CoSENT, in-batch softmax (SimBERT / SimCSE / Mirror-BERT), cosine MSE,
 triplet, soft-target cross-entropy (DvBERT), the joint SimBERT loss, and the pretraining losses (MLM, TaCL, TACO).
 
-Functions compute a loss from tensors; the ``keras.losses.Loss`` / layer classes wrap them for ``compile``."""
+Functions compute a loss from tensors; the ``keras.losses.Loss`` / layer classes wrap them for ``compile``. Under
+data-parallel training every loss is the loss of the global batch: the classes of the losses that couple a batch's
+examples gather the replicas' shards first (``zoo.distribute``; a no-op on one device and on JAX)."""
 
 from __future__ import annotations
 
 import keras
 from keras import ops
+
+from .distribute import gather_batch, global_sum, replica_share
 
 NEG_INF = -1e12
 
@@ -72,7 +76,7 @@ class CoSENTLoss(keras.losses.Loss):
         self.scale, self.gap_weighted = scale, gap_weighted
 
     def call(self, y_true, y_pred):
-        return cosent_loss(y_true, y_pred, self.scale, self.gap_weighted)
+        return replica_share(cosent_loss(gather_batch(y_true), gather_batch(y_pred), self.scale, self.gap_weighted))
 
     def get_config(self):
         return {**super().get_config(), "scale": self.scale, "gap_weighted": self.gap_weighted}
@@ -101,7 +105,7 @@ class CosineMSELoss(keras.losses.Loss):
         super().__init__(name=name, **kwargs)
 
     def call(self, y_true, y_pred):
-        return cosine_mse_loss(y_true, y_pred)
+        return replica_share(cosine_mse_loss(y_true, y_pred))
 
 
 def soft_target_cross_entropy(targets, logits):
@@ -117,7 +121,7 @@ class SoftTargetLoss(keras.losses.Loss):
         super().__init__(name=name, **kwargs)
 
     def call(self, y_true, y_pred):
-        return soft_target_cross_entropy(y_true, y_pred)
+        return replica_share(soft_target_cross_entropy(y_true, y_pred))
 
 
 # ---------------------------------------------------------------------------------- SimBERT
@@ -128,7 +132,8 @@ def simbert_loss(token_ids, segment_ids, mlm_logits, pooled, scale=30.0):
     y_mask = ops.cast(segment_ids[:, 1:], "float32")
     ce = keras.losses.sparse_categorical_crossentropy(y_true, ops.cast(mlm_logits[:, :-1], "float32"),
                                                       from_logits=True)
-    gen = ops.sum(ce * y_mask) / ops.maximum(ops.sum(y_mask), 1.0)
+    gen = global_sum(ops.sum(ce * y_mask)) / ops.maximum(global_sum(ops.sum(y_mask)), 1.0)
+    pooled = gather_batch(pooled)
     partner = ops.arange(ops.shape(pooled)[0]) ^ 1
     return gen + in_batch_softmax_loss(pooled, partner, scale)
 
@@ -152,8 +157,13 @@ class SimBERTLoss(keras.layers.Layer):
 
 
 def passthrough_loss(y_true, y_pred):
-    """For models whose output already is their loss (SimBERT, pretraining): use the output."""
-    return ops.mean(y_pred)
+    """For models whose output already is their loss (SimBERT): use the output."""
+    return replica_share(ops.mean(y_pred))
+
+
+def first_output_loss(y_true, y_pred):
+    """For models whose output is [loss, metric, ...] (pretraining): use the first value."""
+    return replica_share(y_pred[0])
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -168,11 +178,13 @@ class InBatchSoftmaxLoss(keras.losses.Loss):
         self.matryoshka_dims = tuple(matryoshka_dims)
 
     def call(self, y_true, y_pred):
+        width = y_pred.shape[-1]  # before the gather, which loses static shapes
+        y_pred = gather_batch(y_pred)
         n2 = ops.shape(y_pred)[0]
         partner = (ops.arange(n2) + n2 // 2) % n2
-        widths = [None] + [d for d in self.matryoshka_dims if d < y_pred.shape[-1]]
-        return sum(in_batch_softmax_loss(y_pred if d is None else y_pred[:, :d], partner, 1.0 / self.temperature)
-                   for d in widths)
+        widths = [None] + [d for d in self.matryoshka_dims if width is None or d < width]
+        return replica_share(sum(in_batch_softmax_loss(y_pred if d is None else y_pred[:, :d], partner,
+                                                       1.0 / self.temperature) for d in widths))
 
     def get_config(self):
         return {**super().get_config(), "temperature": self.temperature,
@@ -191,10 +203,10 @@ def gather_positions(sequence, positions):
 def mlm_loss_and_accuracy(logits, truth_ids, weights):
     """Masked-LM cross-entropy and accuracy, averaged over the slots with weight 1."""
     ce = keras.losses.sparse_categorical_crossentropy(truth_ids, ops.cast(logits, "float32"), from_logits=True)
-    total = ops.maximum(ops.sum(weights), 1.0)
+    total = ops.maximum(global_sum(ops.sum(weights)), 1.0)
     correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), ops.cast(truth_ids, "int32")),
                        "float32")
-    return ops.sum(ce * weights) / total, ops.sum(correct * weights) / total
+    return global_sum(ops.sum(ce * weights)) / total, global_sum(ops.sum(correct * weights)) / total
 
 
 def tacl_loss(student, teacher, positions, weights, padding_mask, temperature=0.01):
@@ -206,7 +218,7 @@ def tacl_loss(student, teacher, positions, weights, padding_mask, temperature=0.
     logits = ops.einsum("bid,bjd->bij", s, t) / temperature
     logits = ops.where(ops.cast(padding_mask, "bool")[:, None, :], logits, NEG_INF)
     ce = keras.losses.sparse_categorical_crossentropy(positions, logits, from_logits=True)
-    return ops.sum(ce * weights) / ops.maximum(ops.sum(weights), 1.0)
+    return global_sum(ops.sum(ce * weights)) / ops.maximum(global_sum(ops.sum(weights)), 1.0)
 
 
 def taco_loss(hidden, embeddings, positive, negative, padding_mask, temperature=0.07):
@@ -214,7 +226,7 @@ def taco_loss(hidden, embeddings, positive, negative, padding_mask, temperature=
     positive, averaged over real (non-padding) anchors."""
     g = ops.cast(hidden, "float32") - ops.cast(embeddings, "float32")
     d = ops.shape(g)[-1]
-    flat = ops.stop_gradient(l2_normalize(ops.reshape(g, (-1, d))))
+    flat = ops.stop_gradient(l2_normalize(ops.reshape(gather_batch(g), (-1, d))))  # indices are global-batch ones
     anchor = l2_normalize(g)
     pos = ops.take(flat, positive, axis=0)  # [B, L, d]
     neg = ops.take(flat, negative, axis=0)  # [B, L, K, d]
@@ -223,7 +235,7 @@ def taco_loss(hidden, embeddings, positive, negative, padding_mask, temperature=
     ce = keras.losses.sparse_categorical_crossentropy(ops.zeros(ops.shape(logits)[:2], "int32"), logits,
                                                       from_logits=True)
     w = ops.cast(padding_mask, "float32")
-    return ops.sum(ce * w) / ops.maximum(ops.sum(w), 1.0)
+    return global_sum(ops.sum(ce * w)) / ops.maximum(global_sum(ops.sum(w)), 1.0)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -22,14 +22,15 @@ from ..losses import CoSENTLoss, CosineMSELoss, MatryoshkaLoss
 from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
 from ..train import MultiTaskBatches, PairBatches, check_warmup, fit, learning_rate
 from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
-from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
+from .common import (POOLINGS, StreamOptions, TrainOptions, check_tasks, limit_eval, start, streamed_files,
+                     streamed_pairs)
 from .evaluate import evaluate_task, task_table
 
 OBJECTIVES = ("cosent", "sbert", "cosine_mse")
 
 
 @dataclasses.dataclass
-class BiEncoderConfig(TrainOptions):
+class BiEncoderConfig(TrainOptions, StreamOptions):
     """Train a bi-encoder (SentenceEncoder) on sentence pairs."""
 
     task: str = option("LCQMC", "a task (LCQMC, ATEC, BQ, PAWSX, STS-B), or several comma-separated: one model on "
@@ -65,15 +66,18 @@ class BiEncoderConfig(TrainOptions):
             raise ConfigError(f"--matryoshka-dims must be integers, got {','.join(self.matryoshka_dims)}") from None
         if self.matryoshka_dims and (self.objective == "sbert" or min(self.matryoshka_dims) < 1):
             raise ConfigError("--matryoshka-dims needs --loss cosent or cosine_mse and dimensions >= 1")
+        if self.streamed and len(self.tasks) > 1:
+            raise ConfigError("--stream / --train-files train one task (its valid split selects the model)")
 
     @property
     def tasks(self):
         return [t.strip() for t in self.task.split(",") if t.strip()]
 
 
-def objective_labels(objective, labels):
-    """Labels as each objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), MSE in [0, 1]."""
-    graded = labels.max() > 1
+def objective_labels(objective, labels, graded=None):
+    """Labels as each objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), MSE in [0, 1].
+    ``graded`` (0-5 labels) defaults to ``labels.max() > 1``."""
+    graded = labels.max() > 1 if graded is None else graded
     if objective == "cosent":
         return labels.astype("float32")
     if objective == "sbert":
@@ -89,8 +93,12 @@ def objective_loss(objective, matryoshka_dims=()):
 
 
 def train_batches(config, tokenizer, splits):
-    """The batch source: one task's pairs, or several tasks' (per-task batches, or mixed)."""
+    """The batch source: one task's pairs (in memory, or streamed from files), or several tasks' (per-task
+    batches, or mixed)."""
     tasks = config.tasks
+    if config.streamed:
+        return streamed_pairs(config, tokenizer, tasks[0], lambda y, graded: objective_labels(config.objective, y,
+                                                                                                graded))
     labels = {t: objective_labels(config.objective, splits[t]["train"].labels) for t in tasks}
 
     def pairs(dataset, y):
@@ -111,7 +119,8 @@ def run(config: BiEncoderConfig):
     t0 = time.time()
     tasks = config.tasks
     checkpoint, output = start(config, f"{'+'.join(tasks)}_{config.objective}_{config.pooling}")
-    splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train), config.limit_eval) for t in tasks}
+    splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train, config.kept_splits),
+                            config.limit_eval) for t in tasks}
 
     encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
     batches = train_batches(config, encoder.tokenizer, splits)
@@ -136,16 +145,18 @@ def run(config: BiEncoderConfig):
         if t not in tasks:
             per_task[t] = evaluate_task(best, limit_eval(load_splits(t, config.data_dir, splits=("valid", "test")),
                                                          config.limit_eval), config.eval_batch_size)
-    return report(config, checkpoint, output, run, splits, per_task, t0)
+    return report(config, checkpoint, output, run, splits, per_task, t0, batches)
 
 
-def report(config, checkpoint, output, run, splits, per_task, t0):
+def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):
     """Write results.json and results.md of a bi-encoder run: settings, data files, the per-epoch curve, and
     each task's valid/test Spearman and accuracy (``per_task``, from ``evaluate_task``)."""
     tasks = list(splits)
     files = {}
     for t in tasks:
         files.update({s if len(tasks) == 1 else f"{t}.{s}": f for s, f in data_files(splits[t]).items()})
+    if streamed_files(batches):
+        files["train"] = streamed_files(batches)
     results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": files}
     if len(per_task) == 1:
         results.update(per_task[tasks[0]])

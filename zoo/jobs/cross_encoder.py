@@ -17,12 +17,12 @@ from ..losses import CoSENTLoss
 from ..models.cross_encoder import HEADS, CrossEncoder
 from ..train import PairBatches, fit
 from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
-from .common import TrainOptions, check_tasks, limit_eval, start
+from .common import StreamOptions, TrainOptions, check_tasks, limit_eval, start, streamed_files, streamed_pairs
 from .evaluate import evaluate_task
 
 
 @dataclasses.dataclass
-class CrossEncoderConfig(TrainOptions):
+class CrossEncoderConfig(TrainOptions, StreamOptions):
     """Train a cross-encoder (interaction-based matcher) on sentence pairs."""
 
     task: str = option("LCQMC", "the task to train on")
@@ -43,7 +43,8 @@ class CrossEncoderConfig(TrainOptions):
 def run(config: CrossEncoderConfig):
     t0 = time.time()
     checkpoint, output = start(config, f"{config.task}_cross_{config.head}")
-    data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train), config.limit_eval)
+    data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits),
+                      config.limit_eval)
 
     model = CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
                                      zero_segments=config.zero_segments)
@@ -51,21 +52,28 @@ def run(config: CrossEncoderConfig):
     trainer.compile(optimizer=keras.optimizers.Adam(config.lr), jit_compile=config.jit_compile,
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) if config.head == "softmax"
                     else CoSENTLoss(scale=1.0))
-    labels = data["train"].labels.astype("int32" if config.head == "softmax" else "float32")
-    batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen, labels,
-                          config.length_buckets, joint=True, zero_segments=config.zero_segments)
+    label_type = "int32" if config.head == "softmax" else "float32"
+    if config.streamed:
+        batches = streamed_pairs(config, model.tokenizer, config.task, lambda y, graded: y.astype(label_type),
+                                 joint=True, zero_segments=config.zero_segments)
+    else:
+        batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen,
+                              data["train"].labels.astype(label_type), config.length_buckets, joint=True,
+                              zero_segments=config.zero_segments)
     run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed,
               evaluator=AccuracyEvaluator(data["valid"]), model=model, save_every=config.save_every,
               show_progress=config.progress, metadata={"task": config.task, "head": config.head})
 
     scores = evaluate_task(CrossEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
-    return report(config, checkpoint, output, run, data, scores, t0)
+    return report(config, checkpoint, output, run, data, scores, t0, batches)
 
 
-def report(config, checkpoint, output, run, data, scores, t0):
+def report(config, checkpoint, output, run, data, scores, t0, batches=None):
     """Write results.json and results.md of a cross-encoder run (``scores`` from ``evaluate_task``)."""
-    results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": data_files(data),
-               **scores}
+    files = data_files(data)
+    if streamed_files(batches):
+        files["train"] = streamed_files(batches)
+    results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": files, **scores}
     markdown = table(["task", "head", "valid acc", "threshold", "test acc [95% CI]", "test Spearman"],
                      [(config.task, config.head, scores["valid_accuracy"], f"{scores['threshold']:.4f}",
                        accuracy_cell(scores), scores["test_spearman"])])

@@ -19,13 +19,13 @@ from ..models.bi_encoder import SentenceEncoder
 from ..paths import DEFAULT_PRESET
 from ..train import fit
 from ..train.results import history_table, run_record, table, write_results
-from .common import POOLINGS
+from .common import POOLINGS, DistributeOptions, setup_distribution
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
 
 
 @dataclasses.dataclass
-class MirrorBertConfig:
+class MirrorBertConfig(DistributeOptions):
     """Mirror-BERT / SimCSE unsupervised sentence encoder."""
 
     start: str | None = option(None, "checkpoint to start from (default: the embedded preset)", flag="--from")
@@ -116,6 +116,7 @@ def training_sentences(config, tasks):
 
 def run(config: MirrorBertConfig):
     t0 = time.time()
+    setup_distribution(config)
     start = config.start or DEFAULT_PRESET
     tasks = available_tasks(config.data_dir)
     sentences = training_sentences(config, tasks)

@@ -11,12 +11,14 @@ import time
 import keras
 import numpy as np
 
+from .. import distribute
 from ..backbone import BertBackbone
 from ..config import option
 from ..corpus import anisotropy_sentences, read_corpus, task_documents, unique_documents
 from ..errors import ConfigError
 from ..evaluation import Evaluator, token_self_similarity
 from ..logs import log
+from ..losses import first_output_loss
 from ..masking import PretrainingBatches, PretrainingExamples
 from ..models.pretrainer import OBJECTIVES, build_pretrainer
 from ..paths import DATA_DIR, DEFAULT_PRESET
@@ -24,11 +26,11 @@ from ..presets import save_preset
 from ..tokenizer import Tokenizer
 from ..train import WarmupLinear, fit
 from ..train.results import table, write_results
-from .common import check_tasks
+from .common import DistributeOptions, check_tasks, setup_distribution
 
 
 @dataclasses.dataclass
-class PretrainConfig:
+class PretrainConfig(DistributeOptions):
     """MLM / TaCL / TACO pretraining of a BERT backbone."""
 
     objective: str = option("mlm", "mlm: masked LM (+NSP); tacl: + token contrast with a frozen teacher; taco: + "
@@ -110,6 +112,7 @@ def documents(config):
 
 def run(config: PretrainConfig):
     t0 = time.time()
+    setup_distribution(config)
     os.makedirs(config.output, exist_ok=True)
     corpus, docs = documents(config)
     keras.utils.set_random_seed(config.seed)
@@ -130,7 +133,7 @@ def run(config: PretrainConfig):
     trainer = build_pretrainer(backbone, config.objective, config.nsp, teacher)
     trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1 * config.steps), config.steps),
                                                      weight_decay=0.01, clipnorm=1.0),
-                    loss=lambda y, p: p[0], jit_compile=config.jit_compile)
+                    loss=first_output_loss, jit_compile=config.jit_compile)
 
     probe = anisotropy_sentences(docs, seed=config.seed)
     anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}
@@ -154,6 +157,7 @@ def report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0
     return write_results(config.output, {
         "config": {**dataclasses.asdict(config), "start": config.start or DEFAULT_PRESET, "corpus": corpus,
                    "documents": len(docs), "examples": len(examples.examples)},
+        "distribution": distribute.current().record(config.batch_size),
         "curve": run.history, "best": run.best, "anisotropy": anisotropy,
         "train_seconds": run.train_seconds, "seconds": time.time() - t0}, markdown)
 

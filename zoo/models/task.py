@@ -115,6 +115,14 @@ class Task(keras.Model):
                              f"{type(self).__name__}.from_preset")
 
     def _predict_batch(self, batch):
+        if keras.backend.backend() == "tensorflow" and self.distribute_strategy.num_replicas_in_sync > 1:
+            # under MirroredStrategy predict_on_batch hands each replica the whole batch and concatenates the
+            # copies: inference runs as one plain (cross-replica) call instead
+            if getattr(self, "_plain_call", None) is None:
+                import tensorflow as tf
+
+                self._plain_call = tf.function(lambda b: self(b, training=False), reduce_retracing=True)
+            return self._plain_call(batch)
         if not self.compiled and not getattr(self, "_jit_chosen", False):
             # XLA without compile(): compiling would attach an optimizer that then gets saved with the weights.
             self.jit_compile = keras.backend.backend() != "torch"

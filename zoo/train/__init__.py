@@ -4,11 +4,11 @@
 ...                     evaluator=zoo.evaluation.SpearmanEvaluator(valid), model=encoder)
 """
 
-from .batches import MultiTaskBatches, PairBatches
+from .batches import MultiTaskBatches, PairBatches, StreamingPairBatches
 from .loop import Run, fit
 from .results import data_files, table, write_results
 from .schedules import WarmupLinear, check_warmup, learning_rate
 from .state import load_state, save_state
 
-__all__ = ["MultiTaskBatches", "PairBatches", "Run", "WarmupLinear", "check_warmup", "data_files", "fit",
-           "learning_rate", "load_state", "save_state", "table", "write_results"]
+__all__ = ["MultiTaskBatches", "PairBatches", "Run", "StreamingPairBatches", "WarmupLinear", "check_warmup",
+           "data_files", "fit", "learning_rate", "load_state", "save_state", "table", "write_results"]

@@ -8,6 +8,9 @@ next step) with zoo's callbacks, and any of yours:
 * ``StateCheckpoint``: the training state (``zoo.train.state``) every ``save_every`` steps and at each epoch end.
 * ``ProgressBar``: examples/s and the running loss.
 
+Under data-parallel training (``zoo.distribute``) every process builds each global batch and feeds its share;
+process 0 alone writes the state and the models, and the others wait for it where they read them.
+
 Why not Keras' ``BackupAndRestore`` and ``ModelCheckpoint``: ``BackupAndRestore`` restarts an interrupted epoch
 from its first batch and does not keep the dropout layers' random state, so the resumed run is not the run it
 replaces; ``ModelCheckpoint`` saves the trainer (with its training head) rather than the model inside it, not
@@ -26,6 +29,7 @@ import time
 import keras
 import numpy as np
 
+from .. import distribute
 from ..errors import ConfigError
 from ..logs import log, progress
 from ..paths import RUN_CHECKPOINT, RUN_MODEL
@@ -64,6 +68,7 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
     if len(batches) == 0:
         raise ConfigError("no training batches (is the train split empty?)")
     os.makedirs(output, exist_ok=True)
+    dist = distribute.current()
     state_dir, model_dir = os.path.join(output, RUN_CHECKPOINT), os.path.join(output, RUN_MODEL)
     metric = metric_key(evaluator, evaluator.primary_metric) if evaluator else None
     state = load_state(state_dir, trainer)
@@ -72,51 +77,66 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         state = {"epoch": 0, "step": 0, "loss_sum": 0.0, "history": [], "best": None, "train_seconds": 0.0}
     else:
         log.info("resuming from %s: epoch %d, step %d", state_dir, state["epoch"] + 1, state["step"])
-    end = EpochEnd(state, evaluator, model, model_dir, metadata)
+    end = EpochEnd(state, evaluator, model, model_dir, metadata, dist)
     if fresh and evaluator is not None:
         end.measure(0, None)  # the starting point is a candidate too
     for epoch in range(state["epoch"], epochs):
         start = state["step"]
         if start >= len(batches):  # killed after the epoch's last step was saved, before its evaluation
             end.on_epoch_end(epoch)
-            save_state(state_dir, trainer, state)
+            save_training_state(state_dir, trainer, state, dist)
             continue
         sizes = {}
-        data = epoch_input(batches, seed, epoch, start, sizes)
+        data = epoch_input(batches, seed, epoch, start, sizes, dist)
         steps = len(batches) - start
         zoo_callbacks = [ProgressBar(batches, epoch, epochs, start, sizes, unit, show_progress),
-                         StateCheckpoint(state, state_dir, save_every, start), end]
+                         StateCheckpoint(state, state_dir, save_every, start, dist), end]
         trainer.fit(data, steps_per_epoch=steps, initial_epoch=epoch, epochs=epoch + 1, verbose=0, shuffle=False,
                     callbacks=[*zoo_callbacks, *callbacks])
-        save_state(state_dir, trainer, state)
+        save_training_state(state_dir, trainer, state, dist)
     if evaluator is None and not os.path.exists(model_dir) and model is not None:
-        model.save(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
+        if dist.is_writer:
+            model.save(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
+        distribute.barrier("zoo-final-model")
     return Run(state["history"], state["best"], state["train_seconds"], model_dir, metric, end.best_scores)
 
 
-def epoch_input(batches, seed, epoch, start, sizes):
+def save_training_state(state_dir, trainer, state, dist):
+    """``save_state`` by process 0; every process waits until it is written."""
+    if dist.is_writer:
+        save_state(state_dir, trainer, state)
+    distribute.barrier("zoo-state")
+
+
+def epoch_input(batches, seed, epoch, start, sizes, dist=None):
     """The rest of an epoch as Keras input, produced in a background thread that overlaps the training step:
-    a ``tf.data`` pipeline (its shapes left open: every batch has its own length) on TensorFlow, a prefetching
-    generator elsewhere. ``sizes[step]`` gets the number of examples of each batch (for the progress bar)."""
+    a ``tf.data`` pipeline (its shapes left open: every batch has its own length; with several replicas one
+    element per replica, in turn) on TensorFlow, a prefetching generator elsewhere; each process feeds its share of
+    every batch (``Distribution.shard``). ``sizes[step]`` gets the number of examples of each batch (for the
+    progress bar)."""
+    dist = dist or distribute.current()
+
     def produce():
         for step, x, y in batches.epoch(seed, epoch, start):
             sizes[step] = len(y)
-            yield x, y
+            parts = dist.shard(x, y)
+            if not parts:
+                log.warning("epoch %d, step %d: %d examples cannot be split over %d devices; skipped", epoch + 1,
+                            step + 1, len(y), dist.devices)
+            yield from parts
 
     if keras.backend.backend() != "tensorflow":
         return prefetched(produce(), 2)
     import tensorflow as tf
 
-    iterator = produce()
-    first = next(iterator)
-
-    def generator():
-        yield first
-        yield from iterator
-
+    # each iteration of the dataset starts the epoch's rest afresh: Keras takes one element of an iterator of its
+    # own to build the step under a tf.distribute strategy
     spec = keras.tree.map_structure(lambda a: tf.TensorSpec([None] * np.ndim(a), tf.as_dtype(np.asarray(a).dtype)),
-                                    first)
-    return tf.data.Dataset.from_generator(generator, output_signature=spec).prefetch(2)
+                                    next(produce()))
+    dataset = tf.data.Dataset.from_generator(produce, output_signature=spec).prefetch(2 * dist.devices)
+    if dist.devices == 1:
+        return dataset
+    return tf.distribute.get_strategy().distribute_datasets_from_function(lambda context: dataset)
 
 
 def prefetched(iterator, size):
@@ -168,9 +188,9 @@ class StateCheckpoint(keras.callbacks.Callback):
     """Saves the training state every ``every`` steps (the epoch-end save follows the evaluation, in ``fit``), and
     keeps the state's position, loss sum and training seconds current."""
 
-    def __init__(self, state, directory, every, start):
+    def __init__(self, state, directory, every, start, dist):
         super().__init__()
-        self.state, self.directory, self.every, self.start = state, directory, every, start
+        self.state, self.directory, self.every, self.start, self.dist = state, directory, every, start, dist
         self.base_loss, self.base_seconds, self.t0 = state["loss_sum"], state["train_seconds"], time.time()
 
     def record(self, step, logs):
@@ -183,7 +203,7 @@ class StateCheckpoint(keras.callbacks.Callback):
         step = self.start + batch + 1
         if step % self.every == 0:
             self.record(step, logs)
-            save_state(self.directory, self.model, self.state)
+            save_training_state(self.directory, self.model, self.state, self.dist)
 
     def on_epoch_end(self, epoch, logs=None):
         self.record(self.start + self.params["steps"], logs)
@@ -193,9 +213,9 @@ class EpochEnd(keras.callbacks.Callback):
     """After each epoch: measure with the evaluator, record the epoch (metrics, mean training loss), save the
     best model, and move the state to the next epoch."""
 
-    def __init__(self, state, evaluator, model, model_dir, metadata):
+    def __init__(self, state, evaluator, model, model_dir, metadata, dist):
         super().__init__()
-        self.state, self.evaluator, self.target = state, evaluator, model
+        self.state, self.evaluator, self.target, self.dist = state, evaluator, model, dist
         self.model_dir, self.metadata = model_dir, metadata or {}
         self.best_scores = None
 
@@ -209,7 +229,9 @@ class EpochEnd(keras.callbacks.Callback):
             best = self.state["best"]
             log.info("%s: %s %.2f", "before training" if epoch == 0 else f"epoch {epoch}", key, value)
             if self.evaluator.better(value, None if best is None else best[key]):
-                self.target.save(self.model_dir, metadata={**self.metadata, "epoch": epoch, key: value})
+                if self.dist.is_writer:
+                    self.target.save(self.model_dir, metadata={**self.metadata, "epoch": epoch, key: value})
+                distribute.barrier("zoo-best-model")
                 self.state["best"] = {**record, "train_loss": train_loss}
                 self.best_scores = getattr(self.evaluator, "scores", None)
         record["train_loss"] = train_loss

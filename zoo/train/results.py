@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from .. import distribute
 from ..logs import log
 from ..paths import RESULTS_JSON, RESULTS_MD, sha256_of, write_json_atomic, write_text_atomic
 
@@ -36,7 +37,8 @@ def data_files(datasets):
 def run_record(config, run, t0, **settings):
     """What every training job's results.json starts with: the settings (the config's fields, plus resolved ones
     such as the checkpoint), the per-epoch history, the best epoch and the seconds (training; in all since ``t0``)."""
-    return {"config": {**dataclasses.asdict(config), **settings}, "epochs": run.history,
+    return {"config": {**dataclasses.asdict(config), **settings},
+            "distribution": distribute.current().record(config.batch_size), "epochs": run.history,
             "best_epoch": run.best_epoch, "train_seconds": run.train_seconds, "seconds": time.time() - t0}
 
 
@@ -66,13 +68,14 @@ def history_table(history, metric):
 
 def write_results(output, results, markdown):
     """Write ``output/results.json`` (the command line and package versions first) and ``output/results.md``,
-    log the markdown, and return the full results dict."""
+    log the markdown, and return the full results dict. Under distribution only process 0 writes."""
     results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]), "versions": versions(),
                **results}
     markdown = markdown.rstrip() + f"\n\ncommand: `{results['command']}`"
     if "seconds" in results:
         markdown += f"  ({results['seconds']:.0f} s)"
-    write_json_atomic(os.path.join(output, RESULTS_JSON), results)
-    write_text_atomic(os.path.join(output, RESULTS_MD), markdown + "\n")
+    if distribute.current().is_writer:
+        write_json_atomic(os.path.join(output, RESULTS_JSON), results)
+        write_text_atomic(os.path.join(output, RESULTS_MD), markdown + "\n")
     log.info("results in %s\n%s", output, markdown)
     return results
