@@ -22,6 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from bench_streaming import save, steps_per_second  # noqa: E402
 CASES = [("jax", 1), ("jax", 2), ("tensorflow", 1), ("tensorflow", 2)]
 
 
@@ -35,7 +36,6 @@ def worker(devices, steps, warmup, batch_size, pairs):
     import keras
 
     import zoo
-    from bench_streaming import steps_per_second
     from zoo.data import load_task
     from zoo.losses import CoSENTLoss
     from zoo.models import build_pair_trainer
@@ -90,13 +90,7 @@ def main():
     table = "\n".join(["| backend | devices | steps/s | pairs/s | x 1 device |", "|---|---|---|---|---|"] + [
         f"| {r['backend']} | {r['devices']} | {r['steps_per_s']:.2f} | {r['pairs_per_s']:.0f} | "
         f"{r['ratio_to_one_device']:.2f} |" for r in rows])
-    command = "python bench/bench_distribute.py " + " ".join(sys.argv[1:])
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output + ".json", "w", encoding="utf-8") as f:
-        json.dump({"command": command, "settings": vars(args), "summary": rows, "runs": runs}, f, indent=1)
-    with open(args.output + ".md", "w", encoding="utf-8") as f:
-        f.write(table + f"\n\ncommand: `{command}`\n")
-    print(table)
+    save(args, table, rows, runs)
 
 
 if __name__ == "__main__":

@@ -141,8 +141,12 @@ def main():
     lines = ["| input | pairs | steps/s | x in-memory | set-up s | peak RSS MiB |", "|---|---|---|---|---|---|"]
     lines += [f"| {k} | {v['pairs']:,} | {v['steps_per_s']:.2f} | {v['ratio_to_memory']:.2f} | "
               f"{v['setup_seconds']:.0f} | {v['peak_rss_mib']:.0f} |" for k, v in summary.items()]
-    table = "\n".join(lines)
-    command = "python bench/bench_streaming.py " + " ".join(sys.argv[1:])
+    save(args, "\n".join(lines), summary, runs)
+
+
+def save(args, table, summary, runs):
+    """``args.output``.json (command, settings, summary, every run) and .md (the table and the command)."""
+    command = f"python bench/{os.path.basename(sys.argv[0])} " + " ".join(sys.argv[1:])
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output + ".json", "w", encoding="utf-8") as f:
         json.dump({"command": command, "settings": vars(args), "summary": summary, "runs": runs}, f, indent=1)

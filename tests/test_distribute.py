@@ -15,9 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-import zoo
-from conftest import CJK_CHARS
-from test_training import write_synthetic_task
+from test_training import save_tiny_preset, write_synthetic_task
 from zoo import distribute
 from zoo.errors import ConfigError
 
@@ -51,12 +49,8 @@ sys.exit(main(sys.argv[1:]))
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("dist")
     write_synthetic_task(str(root / "data"))
-    chars = list(dict.fromkeys(CJK_CHARS))[:160]
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
-    for name, dropout in (("preset", 0.1), ("preset0", 0.0)):
-        keras.utils.set_random_seed(1)
-        bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=dropout)
-        zoo.save_preset(bb, zoo.Tokenizer(vocab), root / name)
+    save_tiny_preset(root / "preset", dropout=0.1)
+    save_tiny_preset(root / "preset0", dropout=0.0)
     (root / "runner.py").write_text(RUNNER, encoding="utf-8")
     return root
 
