@@ -47,7 +47,7 @@ def worker(devices, steps, warmup, batch_size, pairs):
     batches = PairBatches(encoder.tokenizer, load_task("LCQMC", "train").head(pairs), batch_size, 64)
     trainer = build_pair_trainer(encoder, "cosent")
     trainer.compile(optimizer=keras.optimizers.Adam(2e-5), loss=CoSENTLoss(), jit_compile=backend == "jax")
-    rate = steps_per_second(trainer, batches, steps, warmup)
+    rate, _ = steps_per_second(trainer, batches, steps, warmup)
     print("RESULT" + json.dumps({"backend": backend, "devices": dist.devices, "steps_per_s": rate,
                                  "pairs_per_s": rate * batch_size, "distribution": dist.record(batch_size)}))
 

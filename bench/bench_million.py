@@ -27,7 +27,7 @@ from zoo.corpus import read_corpus
 from zoo.data import load_task
 from zoo.logs import log, setup_cli
 from zoo.paths import read_json_file, write_json_atomic
-from zoo.retrieval import SemanticIndex, exact_topk
+from zoo.retrieval import SemanticIndex
 from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,6 +80,9 @@ def main():
     parser.add_argument("--precision", default="int8", help="zoo encode --precision (int8: ONNX Runtime)")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--skip", default="", help="comma-separated index names to leave out")
+    parser.add_argument("--only", default="", help="comma-separated index names to measure; the other rows of an "
+                                                   "earlier run's results are kept (each row's 'x exact' is against "
+                                                   "the exact search timed in its own run)")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "million"))
     args = parser.parse_args()
     setup_cli()
@@ -130,15 +133,29 @@ def main():
                   ("ivfpq nprobe16 rescore4", dict(backend="ivfpq", nprobe=16, rescore=4)),
                   ("ivfpq nprobe32 rescore10", dict(backend="ivfpq", nprobe=32, rescore=10)),
                   ("ivfpq nprobe64 rescore10", dict(backend="ivfpq", nprobe=64, rescore=10)),
+                  ("ivfpq64 nprobe32 rescore10", dict(backend="ivfpq", pq_bytes=64, nprobe=32, rescore=10)),
+                  ("ivfpq64 nprobe64 rescore10", dict(backend="ivfpq", pq_bytes=64, nprobe=64, rescore=10)),
+                  ("ivf-flat nprobe16", dict(backend="faiss", nprobe=16)),
+                  ("ivf-flat nprobe32", dict(backend="faiss", nprobe=32)),
+                  ("ivf-flat nprobe64", dict(backend="faiss", nprobe=64)),
+                  ("hnsw M16 efC80 ef32", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=32)),
+                  ("hnsw M16 efC80 ef64", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=64)),
+                  ("hnsw M16 efC80 ef128", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=128)),
+                  ("hnsw M16 efC80 ef256", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=256)),
                   ("hnsw M32 ef64", dict(backend="hnsw", ef_search=64)),
                   ("hnsw M32 ef128", dict(backend="hnsw", ef_search=128)),
                   ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256))]
     built = {}
-    skip = set(filter(None, args.skip.split(",")))
+    skip, only = set(filter(None, args.skip.split(","))), set(filter(None, args.only.split(",")))
+    if only and os.path.exists(args.output + ".json"):  # keep the other rows of the earlier run
+        report["indexes"] = {k: {"exact_queries_per_second": earlier["exact_queries_per_second"], **v} for earlier in
+                             [read_json_file(args.output + ".json", "earlier results")]
+                             for k, v in earlier["indexes"].items() if k not in only}
     for name, settings in candidates:
-        if name in skip:
+        if name in skip or (only and name not in only):
             continue
-        family = (settings["backend"], settings.get("quantize"))
+        family = (settings["backend"], settings.get("quantize"), settings.get("pq_bytes"), settings.get("hnsw_m"),
+                  settings.get("ef_construction"))
         index = built.get(family)
         build = 0.0
         if index is None:
@@ -157,13 +174,14 @@ def main():
         qps = len(queries) / seconds
         report["indexes"][name] = {"settings": settings, "build_seconds": build, "memory_mib":
                                    structure_bytes(index) / 2**20, "recall_at_10": recall, "queries_per_second": qps,
-                                   "speedup_vs_exact": qps / exact_qps}
-        rows.append([name, "", build, structure_bytes(index) / 2**20, recall, round(qps), qps / exact_qps])
+                                   "speedup_vs_exact": qps / exact_qps, "exact_queries_per_second": exact_qps}
         log.info("%s: recall@10 %.3f, %.0f queries/s (%.1fx exact), build %.0f s", name, recall, qps, qps / exact_qps,
                  build)
         report["exact_queries_per_second"] = exact_qps
         write_json_atomic(args.output + ".json", report)  # so far, should a later index fail
     report["exact_queries_per_second"] = exact_qps
+    rows += [[name, "", r["build_seconds"], r["memory_mib"], r["recall_at_10"], round(r["queries_per_second"]),
+              r["speedup_vs_exact"]] for name, r in report["indexes"].items()]
     text = table(["index", "", "build s", "memory MiB", "recall@10", "queries/s", "x exact"], rows)
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     write_json_atomic(args.output + ".json", report)

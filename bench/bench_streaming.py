@@ -51,13 +51,20 @@ def generate(path, pairs, seed=0):
 
 def steps_per_second(trainer, batches, steps, warmup):
     """Train ``warmup`` + ``steps`` steps of the first epoch of ``batches`` through the engine's own input
-    (``zoo.train.loop.epoch_input``); steps/s of the median of the last ``steps``."""
+    (``zoo.train.loop.epoch_input``); (steps/s of the median of the last ``steps``, their mean padded length)."""
     import keras
     import numpy as np
 
     from zoo.train.loop import epoch_input
 
-    times = []
+    times, lengths, real_epoch = [], {}, batches.epoch
+
+    def epoch(*args, **kwargs):  # records each batch's padded length
+        for step, x, y in real_epoch(*args, **kwargs):
+            lengths[step] = x["token_ids"].shape[1]
+            yield step, x, y
+
+    batches.epoch = epoch
 
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -66,7 +73,8 @@ def steps_per_second(trainer, batches, steps, warmup):
     trainer.fit(epoch_input(batches, 42, 0, 0, {}), steps_per_epoch=warmup + steps, epochs=1, verbose=0,
                 callbacks=[Clock()])
     durations = np.diff(times[warmup - 1:])
-    return 1.0 / float(np.median(durations))  # the median step: a step that compiles a new padded length is an outlier
+    # the median step: a step that compiles a new padded length is an outlier
+    return 1.0 / float(np.median(durations)), float(np.mean([lengths[s] for s in range(warmup, warmup + steps)]))
 
 
 def worker(kind, path, steps, warmup, batch_size):
@@ -89,8 +97,8 @@ def worker(kind, path, steps, warmup, batch_size):
     setup_seconds = time.time() - t0
     trainer = build_pair_trainer(encoder, "cosent")
     trainer.compile(optimizer=keras.optimizers.Adam(2e-5), loss=CoSENTLoss(), jit_compile=True)
-    rate = steps_per_second(trainer, batches, steps, warmup)
-    print("RESULT" + json.dumps({"kind": kind, "pairs": batches.n, "steps_per_s": rate,
+    rate, padded = steps_per_second(trainer, batches, steps, warmup)
+    print("RESULT" + json.dumps({"kind": kind, "pairs": batches.n, "steps_per_s": rate, "mean_padded_length": padded,
                                  "pairs_per_s": rate * batch_size, "setup_seconds": setup_seconds,
                                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
@@ -137,10 +145,13 @@ def main():
         summary[kind] = {"pairs": mine[0]["pairs"], "steps_per_s": float(np.median([x["steps_per_s"] for x in mine])),
                          "ratio_to_memory": float(np.median(ratios)),
                          "setup_seconds": float(np.median([x["setup_seconds"] for x in mine])),
+                         "mean_padded_length": float(np.mean([x["mean_padded_length"] for x in mine])),
                          "peak_rss_mib": float(max(x["peak_rss_mib"] for x in mine))}
-    lines = ["| input | pairs | steps/s | x in-memory | set-up s | peak RSS MiB |", "|---|---|---|---|---|---|"]
+    lines = ["| input | pairs | steps/s | x in-memory | padded length | set-up s | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|"]
     lines += [f"| {k} | {v['pairs']:,} | {v['steps_per_s']:.2f} | {v['ratio_to_memory']:.2f} | "
-              f"{v['setup_seconds']:.0f} | {v['peak_rss_mib']:.0f} |" for k, v in summary.items()]
+              f"{v['mean_padded_length']:.1f} | {v['setup_seconds']:.0f} | {v['peak_rss_mib']:.0f} |"
+              for k, v in summary.items()]
     save(args, "\n".join(lines), summary, runs)
 
 

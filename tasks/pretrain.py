@@ -13,12 +13,13 @@ import zoo  # noqa: I001  (first: it imports Keras with TensorFlow's start-up li
 import keras
 
 from zoo.config import parse
-from zoo.corpus import anisotropy_sentences
+from zoo.corpus import anisotropy_sentences, document_sources
 from zoo.evaluation import token_self_similarity
 from zoo.jobs.common import setup_distribution
-from zoo.jobs.pretrain import BackbonePreset, MaskedTokenEvaluator, PretrainConfig, documents, report
+from zoo.jobs.pretrain import BackbonePreset, MaskedTokenEvaluator, PretrainConfig, corpus_paths, documents, report
 from zoo.logs import log, setup_cli
-from zoo.masking import PretrainingBatches, PretrainingExamples
+from zoo.losses import first_output_loss
+from zoo.masking import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
 from zoo.models.pretrainer import build_pretrainer
 from zoo.train import WarmupLinear, fit
 
@@ -28,14 +29,24 @@ t0 = time.time()
 os.makedirs(config.output, exist_ok=True)
 
 # 1. Data: de-duplicated documents (corpus + the tasks' train-split texts) -> examples; masking happens per batch.
-corpus, docs = documents(config)
 setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
 keras.utils.set_random_seed(config.seed)
 start = config.start or zoo.DEFAULT_PRESET
 tokenizer = zoo.Tokenizer.from_preset(start)
-examples = PretrainingExamples(tokenizer, docs, maxlen=config.maxlen, nsp=config.nsp, wwm=config.wwm, seed=config.seed)
-log.info("%d documents -> %d examples", len(docs), len(examples.examples))
-batches = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
+if config.stream:  # read lazily, one buffer of documents at a time (README: many GPUs / hosts)
+    corpus = corpus_paths(config)
+    batches = StreamingPretrainingBatches(tokenizer, document_sources(corpus, config.task_texts, config.data_dir),
+                                          config.batch_size, config.eval_every, config.maxlen, config.nsp, config.wwm,
+                                          seed=config.seed)
+    docs = batches.held_out_documents
+    data = {"corpus": corpus, "streamed": True, "held_out_documents": len(docs)}
+else:
+    corpus, docs = documents(config)
+    examples = PretrainingExamples(tokenizer, docs, maxlen=config.maxlen, nsp=config.nsp, wwm=config.wwm,
+                                   seed=config.seed)
+    log.info("%d documents -> %d examples", len(docs), len(examples.examples))
+    batches = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
+    data = {"corpus": corpus, "documents": len(docs), "examples": len(examples.examples)}
 
 # 2. Model: a backbone with its MLM head (new, or from a checkpoint); TaCL adds a frozen teacher copy.
 taco = config.objective == "taco"
@@ -51,7 +62,7 @@ teacher = zoo.BertBackbone.from_preset(start) if config.objective == "tacl" else
 trainer = build_pretrainer(backbone, config.objective, config.nsp, teacher)
 trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1 * config.steps), config.steps),
                                                  weight_decay=0.01, clipnorm=1.0),
-                loss=lambda y, p: p[0], jit_compile=config.jit_compile)
+                loss=first_output_loss, jit_compile=config.jit_compile)
 
 # 4. Train: every --eval-every steps the held-out masked-token accuracy keeps the best backbone.
 probe = anisotropy_sentences(docs, seed=config.seed)
@@ -62,4 +73,4 @@ run = fit(trainer, batches, config.output, epochs=config.steps // config.eval_ev
           show_progress=config.progress, unit="seq")
 
 # 5. Results: the curve, anisotropy before/after, loss.png.
-report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0)
+report(config, run, data, tokenizer, probe, anisotropy, t0)

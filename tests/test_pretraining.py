@@ -256,18 +256,19 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
 
 def test_pretraining_job_runs_on_jax(tmp_path):
     """The GPU path: tasks/pretrain.py (TaCL: masked-position MLM head and frozen teacher) under KERAS_BACKEND=jax,
-    data-parallel over 2 simulated devices."""
+    data-parallel over 2 simulated devices, the corpus streamed (--stream)."""
     write_tiny_corpus_and_start(tmp_path)
     cmd = [sys.executable, os.path.join(REPO, "tasks", "pretrain.py"), "--objective", "tacl", "--wwm",
            "--from", str(tmp_path / "start"), "--corpus", str(tmp_path / "corpus.txt"), "--task-texts", "",
            "--steps", "20", "--eval-every", "10", "--batch-size", "8", "--maxlen", "48", "--lr", "3e-3",
-           "--output", str(tmp_path / "jax"), "--no-progress", "--distribute", "data-parallel"]
+           "--output", str(tmp_path / "jax"), "--no-progress", "--distribute", "data-parallel", "--stream"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "jax" / "results.json").read_text())
     assert results["versions"]["keras_backend"] == "jax"
     assert results["distribution"]["devices"] == 2 and results["distribution"]["per_device_batch"] == 4
+    assert results["config"]["streamed"] and results["config"]["held_out_documents"] == 32
     accs = [h["masked_accuracy"] for h in results["curve"]]
     assert max(accs[1:]) > accs[0] + 2, accs
 

@@ -5,6 +5,7 @@ named; the bi-encoder job trains from gzipped files."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 
 import numpy as np
@@ -106,3 +107,63 @@ def test_bi_encoder_job_trains_from_streamed_files(tiny_setup, tmp_path):  # noq
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["data_files"]["train"]["pairs"] == 480 and saved["data_files"]["train"]["streamed"]
     assert len(saved["data_files"]["train"]["paths"]) == 3 and saved["config"]["train_files"] == [str(tmp_path / "files")]
+
+
+def test_streamed_pretraining_is_lazy_resumable_and_never_trains_held_out_documents(tmp_path, tokenizer):
+    """StreamingPretrainingBatches over 2 corpus files (one gzipped) and a task train file: batches fixed by the
+    seed, round 1 started cold at step 3 equals the tail of a round that continued from round 0, the skipped
+    steps are not tokenised, at most one buffer of documents is read ahead, held-out documents never train, and every
+    other document does within one pass."""
+    from zoo.corpus import document_sources
+    from zoo.masking import StreamingPretrainingBatches
+
+    chars = list(dict.fromkeys(CJK_CHARS))[:60]
+    rng = np.random.default_rng(0)
+    docs = ["。".join("".join(rng.choice(chars, 6)) for _ in range(3)) + "。" for _ in range(90)]
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("\n".join(docs[:50]) + "\n", encoding="utf-8")
+    (tmp_path / "corpus" / "b.txt.gz").write_bytes(gzip.compress(("\n".join(docs[50:]) + "\n").encode("utf-8")))
+    sources = document_sources([tmp_path / "corpus"])
+    read = []
+
+    def counted(name, documents):
+        def documents_counted():
+            for doc in documents():
+                read.append(doc)
+                yield doc
+        return name, documents_counted
+
+    def batches(**kw):
+        return StreamingPretrainingBatches(tokenizer, [counted(*s) for s in sources], batch_size=4, steps=6,
+                                           maxlen=24, window=10, held_out_docs=8, seed=3, **kw)
+
+    def rows(source, epoch, start=0):
+        return [(step, x["truth_ids"].tolist(), x["token_ids"].tolist()) for step, x, _ in
+                source.epoch(7, epoch, start)]
+
+    first = batches()
+    assert len(first.held_out_documents) == 8 and first.held_out_documents == docs[:8]
+    read.clear()
+    stream = first.epoch(7, 0)
+    next(stream)
+    assert len(read) <= 8 + 10, len(read)  # the held-out ones skipped, then one buffer
+    continued, starts = batches(), []
+    real_stream = continued.stream
+    continued.stream = lambda seed, skip=0: starts.append(skip) or real_stream(seed, skip)
+    whole = rows(continued, 0) + rows(continued, 1)
+    assert whole == rows(batches(), 0) + rows(batches(), 1)
+    first_of_round_2 = [next(continued.epoch(7, 2))[1]["truth_ids"].tolist() for _ in range(2)]  # asked twice
+    assert first_of_round_2[0] == first_of_round_2[1]
+    assert starts == [0]  # rounds 1 and 2 continued round 0's stream; a step asked again was not read again
+    cold, tokenised = batches(), []
+    real = cold.example
+    cold.example = lambda planned: tokenised.append(planned) or real(planned)
+    assert rows(cold, 1, 3) == [r for r in whole if r[0] >= 3][-3:]
+    assert len(tokenised) == 3 * 4  # only the three batches it yields
+    # one pass (8 buffers of 10 documents -> 2 batches each; 2 documents left over per buffer): every example a
+    # different document, none held out
+    trained = [p[0][0] for batch in itertools.islice(first.stream(7), 16) for p in batch]
+    assert len(set(trained)) == 64 and set(trained) <= {d.split("。")[0] + "。" for d in docs[8:]}
+    with pytest.raises(ValueError, match="fewer than 4 training examples"):
+        next(StreamingPretrainingBatches(tokenizer, sources, batch_size=4, steps=2, maxlen=24, window=2,
+                                         held_out_docs=89).epoch(7, 0))

@@ -4,8 +4,8 @@ the sentence-pair tasks, as de-duplicated documents."""
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
-import io
 import os
 import re
 
@@ -20,14 +20,17 @@ def _lines(path):
         yield from f
 
 
-def read_documents(path):
-    """Documents of one corpus file, by its format (see the shared data README): plain one-per-line, ``label\\ttext``,
-    CSV with a ``review`` column, ``_!_``-separated chineseGLUE files, and People's Daily ``word/POS`` text."""
+def iter_documents(path):
+    """Documents of one corpus file, one at a time, by its format (see the shared data README): plain one-per-line,
+    ``label\\ttext``, CSV with a ``review`` column, ``_!_``-separated chineseGLUE files, and People's Daily
+    ``word/POS`` text."""
+    path = os.fspath(path)
     name = os.path.basename(path).replace(".gz", "")
     if name.endswith(".csv"):
-        rows = csv.DictReader(io.StringIO("".join(_lines(path))))
-        return [r["review"].lstrip("\ufeff") for r in rows if r.get("review")]
-    docs = []
+        for row in csv.DictReader(_lines(path)):
+            if row.get("review"):
+                yield row["review"].lstrip("\ufeff")
+        return
     for line in _lines(path):
         line = line.rstrip("\n")
         if "_!_" in line:  # inews: label_!_id_!_title_!_content ; iflytek: label_!_text
@@ -39,12 +42,17 @@ def read_documents(path):
         elif re.match(r"^\d+\t", line):  # label<TAB>text
             line = line.split("\t", 1)[1]
         if line.strip():
-            docs.append(line.strip())
-    return docs
+            yield line.strip()
 
 
-def read_corpus(paths):
-    """Documents from files or folders (recursively), de-duplicated with whitespace ignored."""
+def read_documents(path):
+    """Every document of one corpus file (``iter_documents`` as a list)."""
+    return list(iter_documents(path))
+
+
+def corpus_files(paths):
+    """The corpus files of files or folders (folders recursively, in name order); FileNotFoundError naming a
+    missing one."""
     files = []
     for p in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
         p = os.fspath(p)
@@ -55,7 +63,31 @@ def read_corpus(paths):
             files.append(p)
         else:
             raise FileNotFoundError(f"{p}: corpus file or folder not found")
-    return unique_documents(d for f in files for d in read_documents(f))
+    return files
+
+
+def read_corpus(paths):
+    """Documents from files or folders (recursively), de-duplicated with whitespace ignored."""
+    return unique_documents(d for f in corpus_files(paths) for d in read_documents(f))
+
+
+def document_sources(corpus, tasks=(), data_dir=None):
+    """The pretraining text as sources to read lazily: ``(name, documents)`` per corpus file and per task train
+    split (``documents()`` yields that source's documents, a task's as ``a\\nb``); for
+    ``zoo.masking.StreamingPretrainingBatches``."""
+    from .data import resolve_data_dir, task_file
+
+    sources = [(f, functools.partial(iter_documents, f)) for f in corpus_files(corpus)]
+    for task in tasks:
+        path = task_file(task, "train", resolve_data_dir(task, data_dir))
+        sources.append((path, functools.partial(_pair_documents, path)))
+    return sources
+
+
+def _pair_documents(path):
+    from .data import iter_pairs
+
+    return (f"{a}\n{b}" for a, b, _ in iter_pairs(path))
 
 
 def unique_documents(docs):

@@ -3,6 +3,7 @@ BERT masking (whole words with jieba), the masked positions kept for the MLM hea
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -73,12 +74,16 @@ class PretrainingExamples:
             b, is_next = _join(sents[start:], max(budget - len(a[0]), 1)), 0
         else:
             b, is_next = _join(chunk[cut:], max(budget - len(a[0]), 1)), 1
-        # truncate the longer part until both fit
-        while len(a[0]) + len(b[0]) > budget:
-            longer = a if len(a[0]) >= len(b[0]) else b
-            longer[0].pop()
-            longer[1].pop()
-        return a, b, is_next
+        return _fit(a, b, budget), b, is_next
+
+
+def _fit(a, b, budget):
+    """Truncate the longer of segments ``a`` and ``b`` (in place) until both fit in ``budget`` pieces; returns a."""
+    while len(a[0]) + len(b[0]) > budget:
+        longer = a if len(a[0]) >= len(b[0]) else b
+        longer[0].pop()
+        longer[1].pop()
+    return a
 
 
 def _join(parts, budget):
@@ -141,10 +146,15 @@ class PretrainingBatches:
         return self.steps
 
     def batch(self, rng, index):
+        """The masked batch of examples ``index`` (masks drawn from ``rng``)."""
+        return self.masked_batch(rng, [self.ex.examples[i] for i in index])
+
+    def masked_batch(self, rng, examples):
+        """The model inputs of ``examples`` ((segment A, segment B or None, is_next) each), masks drawn from
+        ``rng``."""
         tok = self.ex.tokenizer
         rows, chosen_rows, nsp = [], [], []
-        for i in index:
-            a, b, is_next = self.ex.examples[i]
+        for a, b, is_next in examples:
             ids = [tok.cls_id, *a[0], tok.sep_id]
             wids = [-1, *a[1], -2]
             segs = [0] * len(ids)
@@ -170,6 +180,128 @@ class PretrainingBatches:
             rng = np.random.default_rng([seed, epoch, step])
             index = self.train_index[rng.integers(0, len(self.train_index), self.batch_size)]
             yield step, self.batch(rng, index), np.zeros(self.batch_size, "float32")
+
+
+class StreamingPretrainingBatches(PretrainingBatches):
+    """``PretrainingBatches`` over documents read lazily (``zoo.corpus.document_sources``), for corpora larger than
+    memory: memory holds one buffer of ``window`` documents, whatever the corpus size.
+
+    The stream runs through the sources in passes (their order shuffled per pass), buffer by buffer: a buffer's
+    documents are cut into sentences, packed into chunks of at most ``maxlen`` characters (a BERT piece covers at
+    least one character, so a chunk fits; the pieces are cut at ``maxlen`` all the same), made into NSP pairs (B
+    follows A, or with probability 0.5 comes from another document of the buffer) or single chunks, shuffled and cut
+    into full batches (the few examples left over are dropped). Only the batches that train are tokenised and
+    masked. Round ``epoch`` trains the stream's steps ``epoch * steps`` onwards; everything is a fixed function of the
+    seed, so a resumed run reads up to its step again (characters only, no tokenising). The first ``held_out_docs``
+    documents never train: they are the held-out examples (``held_out``) and ``held_out_documents``. The stream is
+    not de-duplicated (that would hold every document's key in memory)."""
+
+    def __init__(self, tokenizer, sources, batch_size=32, steps=100, maxlen=128, nsp=True, wwm=False, window=1000,
+                 held_out_docs=None, taco_negatives=50, rate=0.15, seed=0):
+        self.sources, self.window, self.nsp, self.wwm, self.maxlen = list(sources), window, nsp, wwm, maxlen
+        if not self.sources:
+            raise ValueError("no corpus sources to stream")
+        held_out_docs = 4 * batch_size if held_out_docs is None else held_out_docs
+        self.held_out_documents, self.held_per_source = [], []
+        for _, documents in self.sources:  # the first documents in source order are held out
+            taken = list(itertools.islice(documents(), held_out_docs - len(self.held_out_documents)))
+            self.held_out_documents += taken
+            self.held_per_source.append(len(taken))
+        held_out = PretrainingExamples(tokenizer, self.held_out_documents, maxlen, nsp, wwm, seed)
+        super().__init__(held_out, batch_size, steps, taco_negatives, rate, held_out=len(held_out.examples))
+        self._cursor = {}  # seed -> (global step, its planned batch, the stream after it): rounds continue the stream
+
+    def epoch(self, seed, epoch, start_step=0):
+        for step in range(start_step, self.steps):
+            rng = np.random.default_rng([seed, epoch, step])
+            planned = self.planned(seed, epoch * self.steps + step)
+            yield step, self.masked_batch(rng, [self.example(p) for p in planned]), np.zeros(self.batch_size, "float32")
+
+    def planned(self, seed, step):
+        """The planned batch of global step ``step``: the stream continues from the last step asked for (or that step
+        again), else it starts afresh and skips to ``step``."""
+        last, planned, stream = self._cursor.get(seed, (None, None, None))
+        if step == last:
+            return planned
+        if last is None or step != last + 1:
+            stream = self.stream(seed, step)
+        planned = next(stream)
+        self._cursor[seed] = (step, planned, stream)
+        return planned
+
+    def stream(self, seed, skip=0):
+        """Planned batches (lists of ``plan`` entries) of global steps ``skip``, ``skip + 1``, ... (forever)."""
+        step = 0
+        for repeat in itertools.count():
+            before = step
+            order = np.random.default_rng([seed, repeat]).permutation(len(self.sources))
+            for k, buffer in enumerate(self.buffers(order)):
+                rng = np.random.default_rng([seed, repeat, k])
+                plan = self.plan(buffer, rng)
+                batches = len(plan) // self.batch_size
+                if step + batches <= skip:  # skipped without tokenising
+                    step += batches
+                    continue
+                order_in_buffer = rng.permutation(len(plan))
+                for j in range(batches):
+                    if step >= skip:
+                        yield [plan[i] for i in order_in_buffer[j * self.batch_size:(j + 1) * self.batch_size]]
+                    step += 1
+            if step == before:
+                raise ValueError(f"fewer than {self.batch_size} training examples in a buffer of the corpus (after "
+                                 f"the {len(self.held_out_documents)} held-out documents)")
+
+    def buffers(self, order):
+        """Lists of ``window`` documents (each a list of sentences) of the sources in ``order``."""
+        buffer = []
+        for i in order:
+            for doc in itertools.islice(self.sources[i][1](), self.held_per_source[i], None):
+                sentences = [s for s in SENTENCE_END.split(doc) if s.strip()]
+                if sentences:
+                    buffer.append(sentences)
+                if len(buffer) == self.window:
+                    yield buffer
+                    buffer = []
+        if buffer:
+            yield buffer
+
+    def plan(self, buffer, rng):
+        """The examples of a buffer as (A sentences, B sentences or None, is_next), packed by characters."""
+        budget, plan = self.maxlen - (3 if self.nsp else 2), []
+        for d, sentences in enumerate(buffer):
+            chunk, length = [], 0
+            for s in sentences:
+                n = min(len(s.replace(" ", "")), budget)
+                if chunk and length + n > budget:
+                    plan.append(self._plan_one(chunk, d, buffer, rng))
+                    chunk, length = [], 0
+                chunk.append(s)
+                length += n
+            if chunk:
+                plan.append(self._plan_one(chunk, d, buffer, rng))
+        return plan
+
+    def _plan_one(self, chunk, doc, buffer, rng):
+        if not self.nsp:
+            return chunk, None, 1
+        cut = int(rng.integers(1, len(chunk))) if len(chunk) > 1 else 1
+        if len(chunk) == 1 or rng.random() < 0.5:  # B from another document of the buffer
+            other = int(rng.integers(len(buffer) - 1)) if len(buffer) > 1 else doc
+            other += other >= doc and len(buffer) > 1
+            return chunk[:cut], buffer[other][int(rng.integers(len(buffer[other]))):], 0
+        return chunk[:cut], chunk[cut:], 1
+
+    def example(self, planned):
+        """The (segment A, segment B or None, is_next) example of a ``plan`` entry: tokenised here."""
+        a_sentences, b_sentences, is_next = planned
+        encode = lambda sentences: [e for e in (word_piece_ids(self.ex.tokenizer, s, self.wwm) for s in sentences)
+                                    if e[0]]
+        if b_sentences is None:
+            return _join(encode(a_sentences), self.maxlen - 2), None, 1
+        budget = self.maxlen - 3
+        a = _join(encode(a_sentences), budget)
+        b = _join(encode(b_sentences), max(budget - len(a[0]), 1))
+        return _fit(a, b, budget), b, is_next
 
 
 def max_predictions(length, rate=0.15):

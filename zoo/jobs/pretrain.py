@@ -14,12 +14,12 @@ import numpy as np
 from .. import distribute
 from ..backbone import BertBackbone
 from ..config import option
-from ..corpus import anisotropy_sentences, read_corpus, task_documents, unique_documents
+from ..corpus import anisotropy_sentences, document_sources, read_corpus, task_documents, unique_documents
 from ..errors import ConfigError
 from ..evaluation import Evaluator, token_self_similarity
 from ..logs import log
 from ..losses import first_output_loss
-from ..masking import PretrainingBatches, PretrainingExamples
+from ..masking import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
 from ..models.pretrainer import OBJECTIVES, build_pretrainer
 from ..paths import DATA_DIR, DEFAULT_PRESET
 from ..presets import save_preset
@@ -48,6 +48,8 @@ class PretrainConfig(DistributeOptions):
     maxlen: int = option(128, "tokens per sequence")
     lr: float = option(1e-4, "peak learning rate (AdamW, 10% warm-up, linear decay)")
     limit_docs: int | None = option(None, "a random sample of N documents")
+    stream: bool = option(False, "read the corpus and task texts lazily: memory holds one buffer of documents, "
+                                 "whatever the corpus size (not de-duplicated)")
     output: str = option("runs/pretrain", "run folder (rerun to resume)")
     seed: int = option(42, "random seed")
     save_every: int = option(200, "steps between checkpoints")
@@ -67,6 +69,8 @@ class PretrainConfig(DistributeOptions):
             raise ConfigError("give --from (continue) or --config (from scratch), not both")
         if self.task_texts:
             check_tasks(self.task_texts, "--task-texts")
+        if self.stream and self.limit_docs is not None:
+            raise ConfigError("--limit-docs samples the whole corpus in memory; it does not go with --stream")
 
 
 class MaskedTokenEvaluator(Evaluator):
@@ -100,24 +104,49 @@ class BackbonePreset:
         save_preset(self.backbone, self.tokenizer, path, {**self.metadata, **(metadata or {})})
 
 
+def corpus_paths(config):
+    """``--corpus``, or ../shared/data/corpus."""
+    return list(config.corpus) or [os.path.normpath(os.path.join(DATA_DIR, "..", "..", "shared", "data", "corpus"))]
+
+
 def documents(config):
     """The pretraining text: the corpus plus the tasks' train-split texts, de-duplicated (a random sample with
     ``limit_docs``, so that it spans all sources)."""
-    corpus = list(config.corpus) or [os.path.normpath(os.path.join(DATA_DIR, "..", "..", "shared", "data", "corpus"))]
+    corpus = corpus_paths(config)
     docs = unique_documents(read_corpus(corpus) + task_documents(config.task_texts, config.data_dir))
     if config.limit_docs is not None:
         docs = [docs[i] for i in np.random.default_rng(config.seed).permutation(len(docs))[:config.limit_docs]]
     return corpus, docs
 
 
+def pretraining_batches(config, tokenizer):
+    """(batches, documents for the anisotropy probe, the data record of results.json): the corpus in memory as
+    examples, or streamed (``--stream``)."""
+    if config.stream:
+        corpus = corpus_paths(config)
+        batches = StreamingPretrainingBatches(tokenizer, document_sources(corpus, config.task_texts, config.data_dir),
+                                              config.batch_size, config.eval_every, config.maxlen, config.nsp,
+                                              config.wwm, seed=config.seed)
+        log.info("streaming %d source(s); %d held-out documents", len(batches.sources),
+                 len(batches.held_out_documents))
+        return batches, batches.held_out_documents, {"corpus": corpus, "streamed": True,
+                                                     "held_out_documents": len(batches.held_out_documents)}
+    corpus, docs = documents(config)
+    examples = PretrainingExamples(tokenizer, docs, maxlen=config.maxlen, nsp=config.nsp, wwm=config.wwm,
+                                   seed=config.seed)
+    log.info("%d documents -> %d examples", len(docs), len(examples.examples))
+    batches = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
+    return batches, docs, {"corpus": corpus, "documents": len(docs), "examples": len(examples.examples)}
+
+
 def run(config: PretrainConfig):
     t0 = time.time()
     setup_distribution(config)
     os.makedirs(config.output, exist_ok=True)
-    corpus, docs = documents(config)
     keras.utils.set_random_seed(config.seed)
     start = config.start or DEFAULT_PRESET
     tokenizer = Tokenizer.from_preset(start)
+    batches, docs, data = pretraining_batches(config, tokenizer)
     if config.config:
         layers, hidden, heads = (int(v) for v in config.config)
         backbone = BertBackbone(tokenizer.vocab_size, layers, heads, hidden, 4 * hidden, with_mlm=True,
@@ -125,11 +154,7 @@ def run(config: PretrainConfig):
     else:
         backbone = BertBackbone.from_preset(start, with_mlm=True, output_hidden_states=config.objective == "taco")
     teacher = BertBackbone.from_preset(start) if config.objective == "tacl" else None
-    examples = PretrainingExamples(tokenizer, docs, maxlen=config.maxlen, nsp=config.nsp, wwm=config.wwm,
-                                   seed=config.seed)
-    log.info("%d documents -> %d examples", len(docs), len(examples.examples))
     epochs = config.steps // config.eval_every
-    batches = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
     trainer = build_pretrainer(backbone, config.objective, config.nsp, teacher)
     trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1 * config.steps), config.steps),
                                                      weight_decay=0.01, clipnorm=1.0),
@@ -141,10 +166,10 @@ def run(config: PretrainConfig):
     run = fit(trainer, batches, config.output, epochs=epochs, seed=config.seed,
               evaluator=MaskedTokenEvaluator(trainer, batches), model=best_model, save_every=config.save_every,
               show_progress=config.progress, unit="seq")
-    return report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0)
+    return report(config, run, data, tokenizer, probe, anisotropy, t0)
 
 
-def report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0):
+def report(config, run, data, tokenizer, probe, anisotropy, t0):
     """Anisotropy of the best model, loss.png, results.json and results.md of a pretraining run."""
     anisotropy["best"] = token_self_similarity(BertBackbone.from_preset(run.model_dir), tokenizer, probe)
     plot_curve(run.history, os.path.join(config.output, "loss.png"), f"{config.objective} pretraining")
@@ -155,8 +180,7 @@ def report(config, run, docs, corpus, examples, tokenizer, probe, anisotropy, t0
                  f"start intra {anisotropy['start']['intra']:.3f} inter {anisotropy['start']['inter']:.3f}, "
                  f"best intra {anisotropy['best']['intra']:.3f} inter {anisotropy['best']['inter']:.3f}")
     return write_results(config.output, {
-        "config": {**dataclasses.asdict(config), "start": config.start or DEFAULT_PRESET, "corpus": corpus,
-                   "documents": len(docs), "examples": len(examples.examples)},
+        "config": {**dataclasses.asdict(config), "start": config.start or DEFAULT_PRESET, **data},
         "distribution": distribute.current().record(config.batch_size),
         "curve": run.history, "best": run.best, "anisotropy": anisotropy,
         "train_seconds": run.train_seconds, "seconds": time.time() - t0}, markdown)
