@@ -174,7 +174,8 @@ def main():
         qps = len(queries) / seconds
         report["indexes"][name] = {"settings": settings, "build_seconds": build, "memory_mib":
                                    structure_bytes(index) / 2**20, "recall_at_10": recall, "queries_per_second": qps,
-                                   "speedup_vs_exact": qps / exact_qps, "exact_queries_per_second": exact_qps}
+                                   "speedup_vs_exact": qps / exact_qps, "exact_queries_per_second": exact_qps,
+                                   "command": report["command"]}
         log.info("%s: recall@10 %.3f, %.0f queries/s (%.1fx exact), build %.0f s", name, recall, qps, qps / exact_qps,
                  build)
         report["exact_queries_per_second"] = exact_qps
