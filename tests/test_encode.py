@@ -107,12 +107,19 @@ def test_bad_inputs_are_named(setup, tmp_path):
         setup[2].encode(["好"], precision="fp8")
 
 
-def test_int8_runs_in_onnx_runtime_close_to_fp32(setup):
+def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch):
+    """... and quantizing leaves the root logger as it was (ONNX Runtime's ``logging.warning`` would give it a
+    handler, and every zoo message would print twice)."""
     require_module("onnxruntime", "pip install onnxruntime tf2onnx")
+    import logging
+
     from zoo import runtime
 
     _, texts, encoder = setup
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a program (pytest's own handlers aside)
+    runtime._RUNNERS.pop(encoder, None)  # quantized here, whatever ran before
     fp32, int8 = encoder.encode(texts), encoder.encode(texts, precision="int8")
+    assert logging.getLogger().handlers == []
     cosines = np.sum(fp32 * int8, axis=1)
     assert cosines.min() > 0.99 and not np.allclose(fp32, int8, atol=1e-6), cosines.min()  # quantized, close
     assert "int8" in runtime._RUNNERS[encoder]

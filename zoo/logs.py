@@ -61,6 +61,21 @@ def stderr_silenced():
         os.close(devnull)
 
 
+@contextlib.contextmanager
+def root_logging_kept():
+    """Undo, on leaving the block, the handlers and level a library sets on the root logger inside it (ONNX
+    Runtime's ``quantize_dynamic`` calls ``logging.warning``, which gives the root logger a handler when it has
+    none: every zoo message then printed twice)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def quiet_backend_import():
     """Import Keras and its backend with fd 2 silenced, unless TensorFlow is already imported: its C++ start-up
     lines (CUDA stubs, oneDNN notices) are written before any log level applies. Used once, by ``import zoo``."""

@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-from .logs import log, stderr_silenced
+from .logs import log, root_logging_kept, stderr_silenced
 
 PRECISIONS = ("fp32", "bf16", "int8")
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -134,7 +134,7 @@ def quantize_onnx(source, target):
     graph = onnx.load(options.optimized_model_filepath)
     _gemm_as_matmul(graph)
     onnx.save(graph, options.optimized_model_filepath)
-    with stderr_silenced():
+    with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give the root logger a handler
         quantize_dynamic(options.optimized_model_filepath, target, weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul"])
     os.remove(options.optimized_model_filepath)
