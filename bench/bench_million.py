@@ -142,6 +142,12 @@ def main():
                   ("hnsw M16 efC80 ef64", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=64)),
                   ("hnsw M16 efC80 ef128", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=128)),
                   ("hnsw M16 efC80 ef256", dict(backend="hnsw", hnsw_m=16, ef_construction=80, ef_search=256)),
+                  ("hnsw-int8 M16 efC80 ef64 rescore2", dict(backend="hnsw", quantize="int8", hnsw_m=16,
+                                                             ef_construction=80, ef_search=64, rescore=2)),
+                  ("hnsw-int8 M16 efC80 ef96 rescore2", dict(backend="hnsw", quantize="int8", hnsw_m=16,
+                                                             ef_construction=80, ef_search=96, rescore=2)),
+                  ("hnsw-int8 M16 efC80 ef128 rescore2", dict(backend="hnsw", quantize="int8", hnsw_m=16,
+                                                              ef_construction=80, ef_search=128, rescore=2)),
                   ("hnsw M32 ef64", dict(backend="hnsw", ef_search=64)),
                   ("hnsw M32 ef128", dict(backend="hnsw", ef_search=128)),
                   ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256))]

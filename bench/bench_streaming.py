@@ -2,6 +2,7 @@
 
     python bench/bench_streaming.py                       # writes bench/results/streaming.{json,md}
     python bench/bench_streaming.py --pairs 10000000 --steps 200 --rounds 2
+    python bench/bench_streaming.py --backend jax --kinds memory,stream-10m --output bench/results/streaming_jax
 
 Three inputs, each in its own process (peak RSS is the process's), interleaved over ``--rounds``:
 * ``memory``: ``PairBatches`` over the LCQMC train split (tokenised into memory first, the default path);
@@ -12,7 +13,9 @@ Each trains the embedded L4 reference (CoSENT, Adam, XLA, batch 64, maxlen 64) t
 (``zoo.train.loop.epoch_input``: a background producer overlapping the step) for ``--warmup`` steps, then times
 ``--steps`` steps: steps/s is one over the median step time (XLA compiles each new padded length once, a
 several-second outlier). Reported: steps/s (median over rounds), its ratio to the in-memory path (per round, then
-median), set-up seconds (reading/tokenising or counting the file) and peak RSS.
+median), set-up seconds (reading/tokenising or counting the file), and the process's resident memory: after the
+imports, after the set-up (model loaded, input ready), and its peak (``ru_maxrss``). ``--backend`` runs the workers
+on TensorFlow (default) or JAX; ``--no-jit-compile`` trains TensorFlow without XLA.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+KINDS = ("memory", "stream-lcqmc", "stream-10m")
 sys.path.insert(0, os.path.dirname(HERE))
 
 
@@ -77,7 +81,13 @@ def steps_per_second(trainer, batches, steps, warmup):
     return 1.0 / float(np.median(durations)), float(np.mean([lengths[s] for s in range(warmup, warmup + steps)]))
 
 
-def worker(kind, path, steps, warmup, batch_size):
+def rss_mib():
+    """This process's resident memory now (VmRSS), MiB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def worker(kind, path, steps, warmup, batch_size, jit_compile):
     """One measurement in this process; prints a JSON line."""
     import keras
 
@@ -87,6 +97,7 @@ def worker(kind, path, steps, warmup, batch_size):
     from zoo.models import build_pair_trainer
     from zoo.train import PairBatches, StreamingPairBatches
 
+    rss_imported = rss_mib()
     t0 = time.time()
     encoder = zoo.SentenceEncoder.from_preset(zoo.DEFAULT_PRESET, maxlen=64)
     if kind == "memory":
@@ -94,12 +105,14 @@ def worker(kind, path, steps, warmup, batch_size):
     else:
         batches = StreamingPairBatches(encoder.tokenizer, path if kind == "stream-10m" else task_file(
             "LCQMC", "train", zoo.data.default_data_dir()), batch_size, 64)
-    setup_seconds = time.time() - t0
+    setup_seconds, rss_setup = time.time() - t0, rss_mib()
     trainer = build_pair_trainer(encoder, "cosent")
-    trainer.compile(optimizer=keras.optimizers.Adam(2e-5), loss=CoSENTLoss(), jit_compile=True)
+    trainer.compile(optimizer=keras.optimizers.Adam(2e-5), loss=CoSENTLoss(), jit_compile=jit_compile)
     rate, padded = steps_per_second(trainer, batches, steps, warmup)
     print("RESULT" + json.dumps({"kind": kind, "pairs": batches.n, "steps_per_s": rate, "mean_padded_length": padded,
                                  "pairs_per_s": rate * batch_size, "setup_seconds": setup_seconds,
+                                 "backend": keras.backend.backend(), "jit_compile": jit_compile,
+                                 "rss_after_imports_mib": rss_imported, "rss_after_setup_mib": rss_setup,
                                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -110,26 +123,36 @@ def main():
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow")
+    parser.add_argument("--no-jit-compile", dest="jit_compile", action="store_false",
+                        help="TensorFlow without XLA (JAX always compiles)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated inputs to measure (memory first)")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/zoo-bench"))
     parser.add_argument("--output", default=os.path.join(HERE, "results", "streaming"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker(args.worker, args.path, args.steps, args.warmup, args.batch_size)
+        return worker(args.worker, args.path, args.steps, args.warmup, args.batch_size, args.jit_compile)
+    if args.backend == "jax" and not args.jit_compile:
+        parser.error("--no-jit-compile is for TensorFlow (JAX always compiles the step)")
+    kinds = args.kinds.split(",")
+    if kinds[0] != "memory" or set(kinds) - set(KINDS):
+        parser.error(f"--kinds: 'memory' first (the reference), then any of {KINDS[1:]}, got {args.kinds!r}")
 
     os.makedirs(args.cache, exist_ok=True)
     path = os.path.join(args.cache, f"pairs{args.pairs}.data.gz")
-    if not os.path.exists(path):
+    if "stream-10m" in kinds and not os.path.exists(path):
         t0 = time.time()
         generate(path, args.pairs)
         print(f"generated {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.time() - t0:.0f} s", flush=True)
     runs = []
     for r in range(args.rounds):
-        for kind in ("memory", "stream-lcqmc", "stream-10m"):
+        for kind in kinds:
             done = subprocess.run([sys.executable, __file__, "--worker", kind, "--path", path, "--steps",
-                                   str(args.steps), "--warmup", str(args.warmup), "--batch-size", str(args.batch_size)],
-                                  capture_output=True, text=True)
+                                   str(args.steps), "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
+                                   *([] if args.jit_compile else ["--no-jit-compile"])],
+                                  capture_output=True, text=True, env={**os.environ, "KERAS_BACKEND": args.backend})
             if done.returncode != 0:
                 sys.exit(f"{kind} failed:\n{done.stderr[-3000:]}")
             result = {**json.loads(done.stdout.split("RESULT", 1)[1]), "round": r}
@@ -138,7 +161,7 @@ def main():
     import numpy as np
 
     summary = {}
-    for kind in ("memory", "stream-lcqmc", "stream-10m"):
+    for kind in kinds:
         mine = [x for x in runs if x["kind"] == kind]
         ratios = [x["steps_per_s"] / next(m for m in runs if m["kind"] == "memory" and m["round"] == x["round"])
                   ["steps_per_s"] for x in mine]
@@ -146,12 +169,14 @@ def main():
                          "ratio_to_memory": float(np.median(ratios)),
                          "setup_seconds": float(np.median([x["setup_seconds"] for x in mine])),
                          "mean_padded_length": float(np.mean([x["mean_padded_length"] for x in mine])),
-                         "peak_rss_mib": float(max(x["peak_rss_mib"] for x in mine))}
-    lines = ["| input | pairs | steps/s | x in-memory | padded length | set-up s | peak RSS MiB |",
-             "|---|---|---|---|---|---|---|"]
+                         **{key: float(max(x[key] for x in mine)) for key in
+                            ("rss_after_imports_mib", "rss_after_setup_mib", "peak_rss_mib")}}
+    lines = [f"backend {args.backend}, {'XLA' if args.jit_compile or args.backend == 'jax' else 'no XLA'}", "",
+             "| input | pairs | steps/s | x in-memory | padded length | set-up s | RSS MiB: imports | set-up | peak |",
+             "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {k} | {v['pairs']:,} | {v['steps_per_s']:.2f} | {v['ratio_to_memory']:.2f} | "
-              f"{v['mean_padded_length']:.1f} | {v['setup_seconds']:.0f} | {v['peak_rss_mib']:.0f} |"
-              for k, v in summary.items()]
+              f"{v['mean_padded_length']:.1f} | {v['setup_seconds']:.0f} | {v['rss_after_imports_mib']:.0f} | "
+              f"{v['rss_after_setup_mib']:.0f} | {v['peak_rss_mib']:.0f} |" for k, v in summary.items()]
     save(args, "\n".join(lines), summary, runs)
 
 

@@ -124,7 +124,8 @@ def recall_at_10(found, truth):
 
 
 @pytest.mark.parametrize("settings, floor", [
-    (dict(backend="hnsw"), 0.95), (dict(backend="ivfpq", nprobe=16, rescore=10), 0.9),
+    (dict(backend="hnsw"), 0.95), (dict(backend="hnsw", quantize="int8", rescore=2), 0.95),
+    (dict(backend="ivfpq", nprobe=16, rescore=10), 0.9),
     (dict(backend="exact", quantize="int8"), 0.95), (dict(backend="exact", quantize="binary", rescore=10), 0.8)])
 def test_approximate_backends_find_the_exact_neighbours_and_rescore_them(settings, floor):
     """Each backend's top 10 overlaps exact search's; the scores returned are the float cosines of the rows
@@ -194,8 +195,10 @@ def test_save_keeps_the_structure_and_loads_memory_mapped(tmp_path):
 def test_index_settings_are_checked():
     with pytest.raises(ValueError, match="backend must be one of"):
         SemanticIndex(dim=8, backend="annoy")
-    with pytest.raises(ValueError, match="quantize='int8' is for backend='exact'"):
-        SemanticIndex(dim=8, backend="hnsw", quantize="int8")
+    with pytest.raises(ValueError, match="quantize='int8' is for backend exact or hnsw"):
+        SemanticIndex(dim=8, backend="ivfpq", quantize="int8")
+    with pytest.raises(ValueError, match="quantize='binary' is for backend exact "):
+        SemanticIndex(dim=8, backend="hnsw", quantize="binary")
     with pytest.raises(ValueError, match="at least 256 vectors"):
         SemanticIndex(dim=8, backend="ivfpq").add(vectors=np.eye(8)).search_vectors(np.eye(8)[:1], 1)
     with pytest.raises(ValueError, match="queries have dimension 4"):
@@ -203,8 +206,8 @@ def test_index_settings_are_checked():
 
 
 def test_index_build_saves_an_approximate_structure(index, tmp_path, capsys):
-    """`zoo index build --backend hnsw` writes the faiss graph with the index, and `zoo search` reads it back;
-    --quantize with another backend is refused."""
+    """`zoo index build --backend hnsw` (float or int8 vectors) writes the faiss graph with the index, and `zoo
+    search` reads it back; --quantize with a backend it is not for is refused."""
     require_module("faiss", "pip install faiss-cpu")
     from zoo.cli import main
 
@@ -217,6 +220,12 @@ def test_index_build_saves_an_approximate_structure(index, tmp_path, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(tmp_path / "ix"), "--query", CORPUS[2], "--topk", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[1].split()[-1] == CORPUS[2]
+    assert main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "iq"),
+                 "--model", str(tmp_path / "enc"), "--backend", "hnsw", "--quantize", "int8"]) == 0
+    assert type(SemanticIndex.load(tmp_path / "iq", index.encoder)._faiss).__name__ == "IndexHNSWSQ"
+    capsys.readouterr()
+    assert main(["search", "--index", str(tmp_path / "iq"), "--query", CORPUS[3], "--topk", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == CORPUS[3]
     with pytest.raises(SystemExit):
         main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "iy"),
-              "--backend", "hnsw", "--quantize", "int8"])
+              "--backend", "ivfpq", "--quantize", "int8"])

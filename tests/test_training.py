@@ -4,7 +4,6 @@ import concurrent.futures
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 
+import forked
 import zoo
 from conftest import CJK_CHARS
 from zoo.jobs.bi_encoder import BiEncoderConfig as TrainConfig, run as train_bi_encoder
@@ -62,8 +62,22 @@ def config(root, output, **kw):
     return TrainConfig(**{**base, **kw})
 
 
-def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path):
+def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path, monkeypatch):
+    """... and creates no variable inside the traced training step (the optimizer's are built before it: variables
+    created while tracing make TensorFlow trace the step twice, seconds of start-up)."""
+    import tensorflow as tf
+    from keras.src.backend.common.variables import Variable
+
+    created_in_trace, real_init = [], Variable.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        if tf.inside_function():
+            created_in_trace.append(self.path)
+
+    monkeypatch.setattr(Variable, "__init__", init)
     results = train_bi_encoder(config(tiny_setup, tmp_path / "run"))
+    assert created_in_trace == []
     start, *trained = [e["valid_spearman"] for e in results["epochs"]]
     assert results["epochs"][0]["epoch"] == 0
     assert max(trained) > start + 20, results["epochs"]
@@ -304,25 +318,27 @@ def test_sigkill_at_20_random_moments_resumes_to_the_unkilled_result(tiny_setup,
     bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=0.1)
     zoo.save_preset(bb, zoo.Tokenizer(vocab), tmp_path / "preset")
 
-    def command(out):
-        return [sys.executable, os.path.join(REPO, "tasks", "train_bi_encoder.py"), "--task", "LCQMC",
-                "--checkpoint", str(tmp_path / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "2",
-                "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--save-every", "3", "--no-progress",
-                "--no-jit-compile", "--output", str(out)]
+    script = os.path.join(REPO, "tasks", "train_bi_encoder.py")
+
+    def flags(out):
+        return ["--task", "LCQMC", "--checkpoint", tmp_path / "preset", "--data-dir", tiny_setup / "data", "--epochs",
+                "2", "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--save-every", "3", "--no-progress",
+                "--no-jit-compile", "--output", out]
 
     def started(proc, log_file):
         """Seconds until the job's first log line (imports done) or its exit."""
         start = time.time()
-        while proc.poll() is None and "[zoo]" not in log_file.read_text():
+        while proc.exitcode is None and "[zoo]" not in log_file.read_text():
             time.sleep(0.05)
         return time.time() - start
 
-    with open(tmp_path / "unkilled.log", "w") as log:
-        proc = subprocess.Popen(command(tmp_path / "unkilled"), stdout=subprocess.DEVNULL, stderr=log)
-        start = time.time()
-        started(proc, tmp_path / "unkilled.log")
-        working = time.time() - start
-        assert proc.wait(timeout=600) == 0, (tmp_path / "unkilled.log").read_text()[-2000:]
+    # every run is a process forked from one that has imported zoo (tests/forked.py: no 12 s TensorFlow import each)
+    proc = forked.start(script, flags(tmp_path / "unkilled"), tmp_path / "unkilled.log")
+    start = time.time()
+    started(proc, tmp_path / "unkilled.log")
+    working = time.time() - start
+    proc.join(600)
+    assert proc.exitcode == 0, (tmp_path / "unkilled.log").read_text()[-2000:]
     working = 1.3 * (time.time() - start - working)  # after start-up; two chains share the cores: 1.3x slower
 
     def checkpoint_version(out):
@@ -337,32 +353,29 @@ def test_sigkill_at_20_random_moments_resumes_to_the_unkilled_result(tiny_setup,
         """Run, SIGKILL at a random moment after start-up, rerun ... ``kills_wanted`` times, then finish."""
         rng, kills, resumes, log_file = np.random.default_rng(seed), 0, 0, out.parent / f"{out.name}.log"
         while kills < kills_wanted:
-            with open(log_file, "w") as log:
-                proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=log)
-                before = checkpoint_version(out)
-                started(proc, log_file)
-                if rng.uniform() < 0.5:  # anywhere in the first half: restore, tracing, steps, writes, evaluation
-                    delay = rng.uniform(0.0, 0.5) * working
-                else:
-                    # within 0.5 s after this run's next checkpoint: the chain moves on whatever the load on the
-                    # cores (the other xdist worker can slow these runs far more than the reference run), and a run
-                    # killed late seldom finishes first (the steps after tracing are fast: a finished run means
-                    # starting the chain over)
-                    while proc.poll() is None and checkpoint_version(out) == before:
-                        time.sleep(0.02)
-                    delay = rng.uniform(0.0, 0.5)
-                try:
-                    proc.wait(timeout=delay)
-                except subprocess.TimeoutExpired:
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    kills += 1
+            proc = forked.start(script, flags(out), log_file)
+            before = checkpoint_version(out)
+            started(proc, log_file)
+            if rng.uniform() < 0.5:  # anywhere in the first half: restore, tracing, steps, writes, evaluation
+                delay = rng.uniform(0.0, 0.5) * working
+            else:
+                # within 0.5 s after this run's next checkpoint: the chain moves on whatever the load on the
+                # cores (the other xdist worker can slow these runs far more than the reference run), and a run
+                # killed late seldom finishes first (the steps after tracing are fast: a finished run means
+                # starting the chain over)
+                while proc.exitcode is None and checkpoint_version(out) == before:
+                    time.sleep(0.02)
+                delay = rng.uniform(0.0, 0.5)
+            proc.join(delay)
+            if proc.exitcode is None:
+                proc.kill()  # SIGKILL
+                proc.join()
+                kills += 1
             resumes += f"resuming from {out / 'checkpoint'}" in log_file.read_text()
-            if proc.returncode == 0:  # it finished before the kill: start over to reach the kills wanted
+            if proc.exitcode == 0:  # it finished before the kill: start over to reach the kills wanted
                 print(f"{out.name}: a run finished before its kill; starting over")
                 shutil.rmtree(out)
-        done = subprocess.run(command(out), capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
+        assert forked.run(script, flags(out), log_file) == 0, log_file.read_text()[-2000:]
         return resumes
 
     # 20 kills in two chains of 10 run side by side (the subprocesses' start-up is mostly one core's work)

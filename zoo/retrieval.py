@@ -22,6 +22,7 @@ SEARCH_MODES = ("dense", "lexical", "hybrid")
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 BACKENDS = ("exact", "hnsw", "ivfpq", "faiss")
 QUANTIZE = (None, "int8", "binary")
+QUANTIZED_BACKENDS = {"int8": ("exact", "hnsw"), "binary": ("exact",)}  # where codes can replace the float vectors
 FAISS_FILE = "faiss.index"
 SMALL = 50_000  # faiss structures for fewer vectors are built on one thread
 TRAIN_SAMPLE = 200_000  # vectors a faiss structure is trained on (a random sample of larger corpora)
@@ -95,7 +96,9 @@ class SemanticIndex:
     - ``exact``: every vector scored (numpy, chunked). ``quantize="int8"`` (faiss scalar quantizer, 1 byte a
       dimension) or ``"binary"`` (sign bits, Hamming distance) scans compact codes instead, then rescores the best
       ``rescore`` x topk candidates with the float vectors.
-    - ``hnsw``: a faiss HNSW graph (``hnsw_m`` links a node, ``ef_construction``, ``ef_search``).
+    - ``hnsw``: a faiss HNSW graph (``hnsw_m`` links a node, ``ef_construction``, ``ef_search``);
+      ``quantize="int8"`` stores its vectors as int8 codes (a quarter of the memory, faster hops), the best
+      ``rescore`` x topk candidates rescored with the float vectors.
     - ``ivfpq``: faiss IVF lists with product-quantized codes (``pq_bytes`` codes a vector, default dim / 8, of 8
       bits from 10,000 vectors on, fewer below; lists sized to the corpus; ``nprobe`` lists searched), the
       candidates rescored with the float vectors.
@@ -111,8 +114,9 @@ class SemanticIndex:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
-        if quantize is not None and backend != "exact":
-            raise ValueError(f"quantize={quantize!r} is for backend='exact' (ivfpq quantizes by itself)")
+        if quantize is not None and backend not in QUANTIZED_BACKENDS[quantize]:
+            raise ValueError(f"quantize={quantize!r} is for backend {' or '.join(QUANTIZED_BACKENDS[quantize])} "
+                             f"(ivfpq quantizes by itself), got backend={backend!r}")
         if factory is not None and backend != "faiss":
             raise ValueError(f"a faiss factory string is for backend='faiss', not {backend!r}")
         if lexical not in LEXICAL_TERMS:
@@ -315,11 +319,13 @@ class SemanticIndex:
         """A new faiss structure holding every row (trained first when it needs it)."""
         if self.quantize == "binary":
             index = faiss.IndexBinaryFlat(8 * -(-self.dim // 8))
+        elif self.backend == "hnsw":
+            index = (faiss.IndexHNSWSQ(self.dim, faiss.ScalarQuantizer.QT_8bit, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+                     if self.quantize == "int8" else faiss.IndexHNSWFlat(self.dim, self.hnsw_m,
+                                                                        faiss.METRIC_INNER_PRODUCT))
+            index.hnsw.efConstruction = self.ef_construction
         elif self.quantize == "int8":
             index = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-        elif self.backend == "hnsw":
-            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = self.ef_construction
         else:
             index = self._factory_index(faiss, n)
         if not index.is_trained:

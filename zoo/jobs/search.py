@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..logs import log
 from ..models import from_preset
 from ..paths import DEFAULT_ENCODER
-from ..retrieval import BACKENDS, LEXICAL_TERMS, SEARCH_MODES, SemanticIndex
+from ..retrieval import BACKENDS, LEXICAL_TERMS, QUANTIZED_BACKENDS, SEARCH_MODES, SemanticIndex
 from .encode import read_lines
 
 
@@ -24,16 +24,18 @@ class IndexBuildConfig:
     backend: str = option("exact", "exact: every vector scored; hnsw: a faiss HNSW graph; ivfpq: faiss IVF lists "
                                    "of product-quantized codes, rescored; faiss: a faiss IVF sized to the corpus",
                           choices=BACKENDS)
-    quantize: str | None = option(None, "exact search over int8 or binary codes, the best candidates rescored with "
-                                        "the float vectors", choices=("int8", "binary"))
+    quantize: str | None = option(None, "search over int8 or binary codes (exact backend; int8 also hnsw), the best "
+                                        "candidates rescored with the float vectors", choices=("int8", "binary"))
     lexical: str = option("bigram", "BM25 terms for lexical and hybrid search", choices=LEXICAL_TERMS)
     batch_size: int = option(64, "texts per model call")
 
     def __post_init__(self):
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.quantize and self.backend != "exact":
-            raise ConfigError(f"--quantize is for --backend exact (ivfpq quantizes by itself), got {self.backend}")
+        if self.quantize and self.backend not in QUANTIZED_BACKENDS[self.quantize]:
+            raise ConfigError(f"--quantize {self.quantize} is for --backend "
+                              f"{' or '.join(QUANTIZED_BACKENDS[self.quantize])} (ivfpq quantizes by itself), "
+                              f"got {self.backend}")
 
 
 @dataclasses.dataclass

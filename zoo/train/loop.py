@@ -73,6 +73,8 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
     metric = metric_key(evaluator, evaluator.primary_metric) if evaluator else None
     state = load_state(state_dir, trainer)
     fresh = state is None
+    if not trainer.optimizer.built:  # here, not in the first traced step: creating variables there traces it twice
+        trainer.optimizer.build(trainer.trainable_variables)
     if fresh:
         state = {"epoch": 0, "step": 0, "loss_sum": 0.0, "history": [], "best": None, "train_seconds": 0.0}
     else:
