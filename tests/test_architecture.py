@@ -130,6 +130,26 @@ def test_bad_flag_fails_before_anything_is_loaded_or_written(tmp_path, capsys):
     assert PretrainConfig(steps=5).eval_every == 5  # --steps 5 runs 5 steps (one evaluation), not 200
 
 
+def test_no_progress_flag_silences_every_bar_of_the_process(monkeypatch, capsys):
+    """--no-progress (parsed for a job) turns off the bars its evaluations draw by default too, not only training's;
+    a bar a caller asks for explicitly still shows."""
+    from zoo import logs
+    from zoo.config import parse
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    monkeypatch.setattr(logs, "_bars_shown", True)  # restored after the test
+    list(logs.batch_starts(1000, 10, "predict"))
+    assert "predict" in capsys.readouterr().err  # 100 batches: a bar by default
+    parse(BiEncoderConfig, ["--task", "LCQMC"])
+    list(logs.batch_starts(1000, 10, "predict"))
+    assert "predict" in capsys.readouterr().err  # with progress bars on, parsing changes nothing
+    parse(BiEncoderConfig, ["--task", "LCQMC", "--no-progress"])
+    list(logs.batch_starts(1000, 10, "predict"))
+    assert capsys.readouterr().err == ""
+    list(logs.batch_starts(1000, 10, "predict", enabled=True))
+    assert "predict" in capsys.readouterr().err
+
+
 def test_evaluate_and_encode_commands(tmp_path, capsys):
     import keras
 

@@ -14,6 +14,7 @@ import types
 import typing
 
 from .errors import ConfigError
+from .logs import show_bars
 
 
 def option(default=None, help="", *, flag=None, choices=None, append=False, required=False):
@@ -77,11 +78,14 @@ def make_config(config_class, args, parser=None, fixed=None):
             values[key] = tuple(value)
     values.update(fixed or {})
     try:
-        return config_class(**values)
+        config = config_class(**values)
     except ConfigError as e:
         if parser is None:
             raise
         parser.error(str(e))
+    if getattr(config, "progress", True) is False:  # --no-progress: the evaluations' bars too, not only training's
+        show_bars(False)
+    return config
 
 
 def parse(config_class, argv=None, fixed=None, description=None):

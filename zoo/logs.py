@@ -15,6 +15,13 @@ import sys
 log = logging.getLogger("zoo")
 
 BUCKET = 8  # pad batches to a multiple of this many tokens: few distinct shapes for XLA
+_bars_shown = True  # the application's choice for bars their caller left to the default (--no-progress: none)
+
+
+def show_bars(enabled):
+    """Show (or not) every bar whose caller did not decide itself: the command line's ``--no-progress``."""
+    global _bars_shown
+    _bars_shown = bool(enabled)
 
 
 def progress(iterable, desc, enabled=True, total=None, **kwargs):
@@ -28,10 +35,10 @@ def progress(iterable, desc, enabled=True, total=None, **kwargs):
 
 
 def batch_starts(n, batch_size, desc, enabled=None, unit="it"):
-    """Start offsets of the batches over ``n`` items; the bar (shown by default past 20 batches) counts items,
-    so its total and rate are exact when the last batch is short."""
+    """Start offsets of the batches over ``n`` items; the bar (shown by default past 20 batches, unless
+    ``show_bars(False)``) counts items, so its total and rate are exact when the last batch is short."""
     starts = range(0, n, batch_size)
-    bar = progress(None, desc, len(starts) > 20 if enabled is None else enabled, total=n, unit=unit)
+    bar = progress(None, desc, _bars_shown and len(starts) > 20 if enabled is None else enabled, total=n, unit=unit)
     for start in starts:
         yield start
         if bar is not None:
