@@ -20,7 +20,7 @@ import numpy as np
 
 import zoo
 from zoo.data import load_task
-from zoo.logs import batch_length
+from zoo.tokenizer import batch_length
 from zoo.paths import write_json_atomic
 from zoo.train.results import versions
 
@@ -41,7 +41,7 @@ def sorted_batches(tokenizer, texts, batch_size, maxlen, sort=True):
     order = np.argsort([-len(p) for p in pieces], kind="stable") if sort else np.arange(len(texts))
     batches = []
     for start in range(0, len(texts), batch_size):
-        rows = [tokenizer._assemble(pieces[i], None, maxlen) for i in order[start:start + batch_size]]
+        rows = [tokenizer.assemble(pieces[i], None, maxlen) for i in order[start:start + batch_size]]
         batches.append(tokenizer.pad(rows, pad_to=batch_length(rows, maxlen) if sort else None))
     return batches
 

@@ -20,7 +20,7 @@ import tempfile
 
 import zoo
 from zoo.data import load_splits
-from zoo.jobs.evaluate import evaluate_task
+from zoo.evaluation import evaluate_task
 from zoo.paths import PRESETS_DIR, write_json_atomic
 from zoo.train.results import table, versions
 

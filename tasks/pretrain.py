@@ -19,7 +19,7 @@ from zoo.jobs.common import setup_distribution
 from zoo.jobs.pretrain import BackbonePreset, MaskedTokenEvaluator, PretrainConfig, corpus_paths, documents, report
 from zoo.logs import log, setup_cli
 from zoo.losses import first_output_loss
-from zoo.masking import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
+from zoo.pretraining_data import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
 from zoo.models.pretrainer import build_pretrainer
 from zoo.train import WarmupLinear, fit
 

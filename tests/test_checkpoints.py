@@ -15,7 +15,8 @@ import pytest
 import zoo
 from conftest import (assert_outputs_close, google_config_of, hf_google_pairs, hf_to_google_arrays, load_quietly, logs,
                       no_warning_logged, write_google_checkpoint, zoo_outputs)
-from zoo.checkpoints import CheckpointError, _read_torch_zip
+from zoo.checkpoints.torch_zip import read_torch_zip
+from zoo.errors import CheckpointError
 
 NSP = ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
 POOLER = ["bert/pooler/dense/bias", "bert/pooler/dense/kernel"]
@@ -132,7 +133,7 @@ def test_torch_zip_reader_matches_torch_load(tmp_path, tiny_hf, tiny_batch, tiny
     _save_bin(tiny_hf["model"], tmp_path)
     path = tmp_path / "pytorch_model.bin"
     want = torch.load(path, map_location="cpu", weights_only=True)
-    got = _read_torch_zip(str(path))
+    got = read_torch_zip(str(path))
     assert set(got) == set(want) and len(got) > 40
     for k, v in want.items():
         assert got[k].dtype == v.numpy().dtype and got[k].shape == tuple(v.shape), k
@@ -151,7 +152,7 @@ def test_torch_zip_reader_matches_torch_load(tmp_path, tiny_hf, tiny_batch, tiny
                "half": torch.randn(3, 4, generator=g).half(), "double": torch.randn(2, 2, generator=g).double(),
                "bool": torch.tensor([True, False, True]), "scalar": torch.tensor(2.5)}
     torch.save(tensors, tmp_path / "views.bin")
-    got = _read_torch_zip(str(tmp_path / "views.bin"))
+    got = read_torch_zip(str(tmp_path / "views.bin"))
     for k, v in tensors.items():
         np.testing.assert_array_equal(got[k], v.numpy(), err_msg=k)
         assert got[k].dtype == v.numpy().dtype, k

@@ -113,7 +113,7 @@ def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch):
     require_module("onnxruntime", "pip install onnxruntime tf2onnx")
     import logging
 
-    from zoo import runtime
+    from zoo import inference as runtime
 
     _, texts, encoder = setup
     monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a program (pytest's own handlers aside)
@@ -126,7 +126,7 @@ def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch):
 
 
 def test_bf16_falls_back_with_a_warning_or_runs_in_bfloat16(setup, monkeypatch, caplog):
-    from zoo import runtime
+    from zoo import inference as runtime
 
     _, texts, encoder = setup
     monkeypatch.setattr(runtime, "bf16_supported", lambda: False)

@@ -58,7 +58,8 @@ def artifacts(tmp_path_factory):
 
     from safetensors.numpy import save_file
 
-    from zoo.checkpoints import HF_CONFIG, backbone_arrays, write_bert_config
+    from zoo.checkpoints import backbone_arrays, write_bert_config
+    from zoo.paths import HF_CONFIG
 
     hf = root / "hf"
     hf.mkdir()
@@ -96,7 +97,7 @@ def _transposed(google):
 
 def _build_hf_names(num_layers=2):
     """Google name -> transformers name, by inverting zoo's own reader on the transformers names."""
-    from zoo.checkpoints import _hf_to_google
+    from zoo.checkpoints.mapping import hf_to_google
 
     names = ["bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
              "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight",
@@ -110,7 +111,7 @@ def _build_hf_names(num_layers=2):
             names += [p + part + ".weight", p + part + ".bias"]
     out = {}
     for name in names:
-        target = _hf_to_google(name)
+        target = hf_to_google(name)
         if target is not None:
             out[target[0]] = name
     return out
@@ -244,11 +245,11 @@ def _write_raw_bin(path, offset, size, stride, storage_numel=6, global_module="t
 
 
 def test_torch_zip_reader_reads_a_well_formed_crafted_file(tmp_path):
-    from zoo.checkpoints import _read_torch_zip
+    from zoo.checkpoints.torch_zip import read_torch_zip
 
-    state = _read_torch_zip(str(_write_raw_bin(tmp_path / "ok.bin", 0, (2, 3), (3, 1))))
+    state = read_torch_zip(str(_write_raw_bin(tmp_path / "ok.bin", 0, (2, 3), (3, 1))))
     np.testing.assert_array_equal(state["w"], np.arange(6, dtype="float32").reshape(2, 3))
-    transposed = _read_torch_zip(str(_write_raw_bin(tmp_path / "t.bin", 0, (3, 2), (1, 3))))
+    transposed = read_torch_zip(str(_write_raw_bin(tmp_path / "t.bin", 0, (3, 2), (1, 3))))
     np.testing.assert_array_equal(transposed["w"], np.arange(6, dtype="float32").reshape(2, 3).T)
 
 
@@ -260,23 +261,25 @@ def test_torch_zip_reader_reads_a_well_formed_crafted_file(tmp_path):
     (0, (2, 3), (1,), "invalid offset"),               # rank of size and stride differ
 ])
 def test_crafted_torch_file_is_refused(tmp_path, offset, size, stride, message):
-    from zoo.checkpoints import CheckpointError, _read_torch_zip
+    from zoo.checkpoints.torch_zip import read_torch_zip
+from zoo.errors import CheckpointError
 
     path = _write_raw_bin(tmp_path / "bad.bin", offset, size, stride)
     with pytest.raises(CheckpointError, match=message):
-        _read_torch_zip(str(path))
+        read_torch_zip(str(path))
 
 
 def test_torch_file_with_an_unknown_global_is_refused(tmp_path):
-    from zoo.checkpoints import CheckpointError, _read_torch_zip
+    from zoo.checkpoints.torch_zip import read_torch_zip
+from zoo.errors import CheckpointError
 
     path = _write_raw_bin(tmp_path / "evil.bin", 0, (2,), (1,), global_module="os", global_name="system")
     with pytest.raises(CheckpointError, match="unsupported object os.system"):
-        _read_torch_zip(str(path))
+        read_torch_zip(str(path))
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(CheckpointError, match="junk.bin"):
-        _read_torch_zip(str(junk))
+        read_torch_zip(str(junk))
 
 
 # ------------------------------------------------------------------------------- SIGKILL while saving

@@ -212,7 +212,9 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     from test_training import write_synthetic_task
     from zoo.data import load_task
     from zoo.jobs.cross_encoder import CrossEncoderConfig as CrossConfig, run as train_cross_encoder
-    from zoo.jobs.dvbert import DistillBatches, DvBERTConfig, predict_teachers, run as train_dvbert
+    from zoo.jobs.dvbert import DvBERTConfig, run as train_dvbert
+    from zoo.models.cross_encoder import predict_teachers
+    from zoo.train import DistillBatches
     from zoo.train import PairBatches
 
     data = tmp_path / "data"

@@ -15,9 +15,9 @@ from keras import ops
 import zoo
 from conftest import CJK_CHARS, synthetic_vocab
 from zoo.corpus import read_corpus, read_documents
-from zoo.jobs.mirror_bert import span_mask
+from zoo.augment import span_mask
 from zoo.losses import InBatchSoftmaxLoss, gather_positions, taco_loss, tacl_loss
-from zoo.masking import PretrainingBatches, PretrainingExamples, mask_tokens, masked_positions, max_predictions, \
+from zoo.pretraining_data import PretrainingBatches, PretrainingExamples, mask_tokens, masked_positions, max_predictions, \
     taco_indices
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,7 +101,7 @@ def test_whole_word_masking_masks_whole_jieba_words():
     # the word groups are jieba's own words, cut here independently of zoo's masking code
     import jieba
 
-    from zoo.masking import word_piece_ids
+    from zoo.pretraining_data import word_piece_ids
 
     for text in sorted(set(texts)):
         ids, wids = word_piece_ids(tok, text, wwm=True)
@@ -149,7 +149,7 @@ def test_batches_keep_every_masked_position(tok):
     batches = PretrainingBatches(PretrainingExamples(tok, texts, maxlen=64, nsp=True), batch_size=8, steps=3)
     assert len(batches.held_out) == 3 and not set(batches.held_out) & set(batches.train_index)  # 30 // 10
     assert len(batches.held_out) + len(batches.train_index) == len(batches.ex.examples)
-    from zoo.jobs.pretrain import MaskedTokenEvaluator
+    from zoo.evaluation import MaskedTokenEvaluator
 
     with pytest.raises(ValueError, match="no held-out examples"):
         MaskedTokenEvaluator(None, PretrainingBatches(batches.ex, batch_size=8, steps=1, held_out=0))
@@ -229,7 +229,7 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
     run(PretrainConfig(steps=10, **kw))
-    from zoo.masking import PretrainingBatches
+    from zoo.pretraining_data import PretrainingBatches
 
     requested, real_epoch = [], PretrainingBatches.epoch
 

@@ -10,8 +10,9 @@ from keras import ops
 
 import zoo
 from conftest import logs, require_module, synthetic_vocab
-from zoo.masks import causal_mask, unilm_mask
-from zoo.jobs.simbert import SimBERTBatches, truncate_at_punctuation
+from zoo.attention_masks import causal_mask, unilm_mask
+from zoo.data import truncate_at_punctuation
+from zoo.train import SimBERTBatches
 from zoo.losses import simbert_loss
 from zoo.retrieval import SemanticIndex, exact_topk
 

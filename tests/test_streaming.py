@@ -115,7 +115,7 @@ def test_streamed_pretraining_is_lazy_resumable_and_never_trains_held_out_docume
     steps are not tokenised, at most one buffer of documents is read ahead, held-out documents never train, and every
     other document does within one pass."""
     from zoo.corpus import document_sources
-    from zoo.masking import StreamingPretrainingBatches
+    from zoo.pretraining_data import StreamingPretrainingBatches
 
     chars = list(dict.fromkeys(CJK_CHARS))[:60]
     rng = np.random.default_rng(0)

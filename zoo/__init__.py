@@ -23,9 +23,9 @@ from .presets import load_saved as load_model  # noqa: E402  (alias kept for one
 from .presets import save_preset  # noqa: E402
 from .tokenizer import Tokenizer, load_tokenizer, simplify_vocab  # noqa: E402
 
-_SUBMODULES = ("backbone", "checkpoints", "cli", "config", "corpus", "data", "distribute", "evaluation", "export",
-               "generation", "jobs", "losses", "masking", "masks", "models", "paths", "pooling", "presets",
-               "retrieval", "serving", "tokenizer", "train", "vectors")
+_SUBMODULES = ("attention_masks", "backbone", "checkpoints", "cli", "config", "corpus", "data", "distribute",
+               "evaluation", "export", "generation", "inference", "jobs", "losses", "models", "paths", "pooling",
+               "presets", "pretraining_data", "retrieval", "serving", "tokenizer", "train", "vectors")
 
 
 def __getattr__(name):

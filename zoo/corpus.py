@@ -1,11 +1,14 @@
 """Raw text for pretraining: corpus files in the formats of ``shared/data/corpus`` and the train-split texts of
-the sentence-pair tasks, as de-duplicated documents."""
+the sentence-pair tasks, as de-duplicated documents; and the question -> passage evaluation sets built from
+documents of that corpus which no training reads (news titles -> articles, cloze sentences -> passages)."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import gzip
+import hashlib
 import os
 import re
 
@@ -35,7 +38,7 @@ def iter_documents(path):
         line = line.rstrip("\n")
         if "_!_" in line:  # inews: label_!_id_!_title_!_content ; iflytek: label_!_text
             parts = line.split("_!_", 3)
-            line = "。".join(p for p in parts[2:] if p) if len(parts) == 4 else parts[-1]
+            line = _inews_document(parts[2], parts[3]) if len(parts) == 4 else parts[-1]
         elif name == "199801.txt":  # word/POS tokens separated by two spaces; [..]nt compounds
             words = [w.rsplit("/", 1)[0].lstrip("[") for w in line.split()]
             line = "".join(w for w in words[1:] if w) if words and re.match(r"^\d{8}-", words[0]) else "".join(words)
@@ -66,18 +69,20 @@ def corpus_files(paths):
     return files
 
 
-def read_corpus(paths):
-    """Documents from files or folders (recursively), de-duplicated with whitespace ignored."""
-    return unique_documents(d for f in corpus_files(paths) for d in read_documents(f))
+def read_corpus(paths, held_out=False):
+    """Documents from files or folders (recursively), de-duplicated with whitespace ignored; without the documents
+    held out for the question -> passage sets (``held_out=True`` keeps them)."""
+    return unique_documents(d for f in corpus_files(paths) for d in (iter_documents(f) if held_out
+                                                                      else training_documents(f)))
 
 
 def document_sources(corpus, tasks=(), data_dir=None):
-    """The pretraining text as sources to read lazily: ``(name, documents)`` per corpus file and per task train
-    split (``documents()`` yields that source's documents, a task's as ``a\\nb``); for
-    ``zoo.masking.StreamingPretrainingBatches``."""
+    """The pretraining text as sources to read lazily: ``(name, documents)`` per corpus file (without its held-out
+    documents) and per task train split (``documents()`` yields that source's documents, a task's as ``a\\nb``); for
+    ``zoo.pretraining_data.StreamingPretrainingBatches``."""
     from .data import resolve_data_dir, task_file
 
-    sources = [(f, functools.partial(iter_documents, f)) for f in corpus_files(corpus)]
+    sources = [(f, functools.partial(training_documents, f)) for f in corpus_files(corpus)]
     for task in tasks:
         path = task_file(task, "train", resolve_data_dir(task, data_dir))
         sources.append((path, functools.partial(_pair_documents, path)))
@@ -119,3 +124,141 @@ def anisotropy_sentences(docs, n=1000, min_chars=5, seed=0):
     sentences = [t.strip() for d in docs for t in SENTENCE_END.split(d) if len(t.strip()) >= min_chars]
     index = np.random.default_rng(seed).permutation(len(sentences))[:n]
     return [sentences[i] for i in sorted(index)]
+
+
+# ---------------------------------------------------------------------------------- held-out question -> passage sets
+# Share of the documents of these corpus files (matched by folder or file name) that no training reads: the question
+# -> passage sets are built from them. Which documents: a fixed function of the document's text (``text_bucket``).
+HELD_OUT = {"chineseglue_inews": 0.4, "199801.txt": 0.1, "CLUECorpusSmall_sampled.txt": 0.1, "chineseglue_iflytek": 0.1}
+TITLE_SOURCES = ("chineseglue_inews",)
+CLOZE_SOURCES = ("199801.txt", "CLUECorpusSmall_sampled.txt", "chineseglue_iflytek")
+
+
+def _inews_document(title, content):
+    """An inews article as one document: ``title。content`` (the content's literal ``\n`` as line breaks)."""
+    return "。".join(p for p in (title, content.replace("\\n", "\n")) if p)
+
+
+def _source_names(path):
+    parts = os.path.normpath(os.fspath(path)).split(os.sep)
+    return {parts[-1].removesuffix(".gz")} | set(parts[-2:-1])
+
+
+def held_out_share(path):
+    """The share of a corpus file's documents held out of training (0 for files not in ``HELD_OUT``)."""
+    return max((share for name, share in HELD_OUT.items() if name in _source_names(path)), default=0.0)
+
+
+def text_bucket(text):
+    """A number in [0, 1) fixed by ``text`` with whitespace ignored (sha256): which documents are held out."""
+    return int(hashlib.sha256(re.sub(r"\s+", "", text).encode("utf-8")).hexdigest()[:12], 16) / 16 ** 12
+
+
+def training_documents(path):
+    """``iter_documents`` without the documents held out for the question -> passage sets."""
+    share = held_out_share(path)
+    return (d for d in iter_documents(path) if not (share and text_bucket(d) < share))
+
+
+@dataclasses.dataclass
+class QuestionSet:
+    """Queries, each with one relevant passage (``gold``: its index in ``passages``), searched against all the
+    ``passages``; ``splits[i]`` is "dev" (a few queries to calibrate on) or "test"."""
+
+    name: str
+    passages: list
+    queries: list
+    gold: list
+    splits: list
+
+    def split(self, name):
+        """(queries, gold passage indices) of the "dev" or "test" queries."""
+        keep = [i for i, s in enumerate(self.splits) if s == name]
+        return [self.queries[i] for i in keep], [self.gold[i] for i in keep]
+
+
+def _lead(sentences, max_chars):
+    """The first sentences, joined, up to ``max_chars`` characters (the first one cut if longer)."""
+    out = ""
+    for s in sentences:
+        if out and len(out) + len(s) > max_chars:
+            break
+        out += s
+    return out[:max_chars]
+
+
+def _sentences(text):
+    return [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
+
+
+def _held_out_files(corpus_dir, sources):
+    return [f for f in corpus_files(corpus_dir) if _source_names(f) & set(sources) and held_out_share(f)]
+
+
+def _finish(name, items, dev_queries):
+    """A QuestionSet of (query, passage, key) items in key order, the first ``dev_queries`` of them "dev"."""
+    items = sorted(items, key=lambda item: item[2])
+    return QuestionSet(name, [p for _, p, _ in items], [q for q, _, _ in items], list(range(len(items))),
+                       ["dev" if i < dev_queries else "test" for i in range(len(items))])
+
+
+def title_set(corpus_dir, passage_chars=200, dev_queries=100):
+    """News titles -> the lead of their article (its first sentences, up to ``passage_chars`` characters), from the
+    held-out inews articles. A trailing "_site" part of a title is cut; articles whose lead contains their title
+    (letters and digits) are left out, as are repeated titles or leads and leads under 30 characters."""
+    items, seen = [], set()
+    for path in _held_out_files(corpus_dir, TITLE_SOURCES):
+        share = held_out_share(path)
+        for line in _lines(path):
+            parts = line.rstrip("\n").split("_!_", 3)
+            if len(parts) != 4 or text_bucket(_inews_document(parts[2], parts[3])) >= share:
+                continue
+            title = parts[2].strip()
+            if "_" in title and len(title.split("_")[0]) >= 6:
+                title = title.split("_")[0]
+            lead = _lead(_sentences(parts[3].replace("\\n", "\n")), passage_chars)
+            key_t, key_l = (re.sub(r"[\W_]+", "", t.lower()) for t in (title, lead))
+            if len(key_t) < 4 or len(lead) < 30 or key_t in key_l or key_t in seen or key_l in seen:
+                continue
+            seen |= {key_t, key_l}
+            items.append((title, lead, text_bucket(title)))
+    return _finish("titles", items, dev_queries)
+
+
+def cloze_set(corpus_dir, passage_chars=200, dev_queries=100, min_chars=8, max_chars=64):
+    """Cloze sentences -> the passage they were taken from: in each held-out document of People's Daily, the
+    CLUECorpusSmall sample and the iflytek app descriptions with at least 3 sentences, one sentence of
+    ``min_chars``-``max_chars`` characters (picked by the document's hash) is the query, and the sentences around
+    it (without it, up to ``passage_chars`` characters, alternately before and after) the passage."""
+    import numpy as np
+
+    items, seen = [], set()
+    for path in _held_out_files(corpus_dir, CLOZE_SOURCES):
+        share = held_out_share(path)
+        for doc in iter_documents(path):
+            key = text_bucket(doc)
+            sentences = _sentences(doc)
+            if key >= share or len(sentences) < 3 or key in seen:
+                continue
+            fits = [i for i, s in enumerate(sentences) if min_chars <= len(s) <= max_chars]
+            if not fits:
+                continue
+            seen.add(key)
+            pick = fits[np.random.default_rng(int(key * 16 ** 12)).integers(len(fits))]
+            before, after, passage = pick - 1, pick + 1, {}
+            while before >= 0 or after < len(sentences):
+                for i in (before, after):
+                    if 0 <= i < len(sentences) and sum(map(len, passage.values())) + len(sentences[i]) <= passage_chars:
+                        passage[i] = sentences[i]
+                before, after = before - 1, after + 1
+            text = "".join(passage[i] for i in sorted(passage))
+            if len(text) >= 30:
+                items.append((sentences[pick], text, key))
+    return _finish("cloze", items, dev_queries)
+
+
+def question_sets(corpus_dir, passage_chars=200, dev_queries=100):
+    """The question -> passage evaluation sets of a corpus folder (``shared/data/corpus``): {"titles": QuestionSet,
+    "cloze": QuestionSet}, built only from held-out documents (``HELD_OUT``), in a fixed order."""
+    return {"titles": title_set(corpus_dir, passage_chars, dev_queries),
+            "cloze": cloze_set(corpus_dir, passage_chars, dev_queries)}

@@ -22,6 +22,7 @@ from .paths import DATA_DIR
 TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
 SPLITS = ("train", "valid", "test")
 HEADER_FIRST_FIELDS = {"text_a", "sentence1", "s1", "text1", "query1"}
+SENTENCE_SEPARATORS = "\n。！？!?；;，, "
 
 
 @dataclass
@@ -64,9 +65,9 @@ def unquote_csv_field(text):
     return text
 
 
-def _open_text(path):
-    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-    return raw
+def open_binary(path):
+    """A file opened for binary reading, gunzipped when its name ends in .gz."""
+    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
 
 
 def iter_pairs(path, skip_bad_lines=False, bad=None):
@@ -77,7 +78,7 @@ def iter_pairs(path, skip_bad_lines=False, bad=None):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: data file not found")
-    with _open_text(path) as f:
+    with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -193,7 +194,7 @@ def read_synonym_groups(path):
     import json
 
     groups = []
-    with _open_text(os.fspath(path)) as f:
+    with open_binary(os.fspath(path)) as f:
         for number, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
@@ -231,3 +232,89 @@ def groups_from_positive_pairs(*datasets):
     for text in parent:
         groups.setdefault(find(text), []).append(text)
     return [g for g in groups.values() if len(g) >= 2]
+
+
+def available_tasks(tasks, data_dir=None):
+    """{task: data folder} of those of ``tasks`` whose files can be found (the others are left out)."""
+    found = {}
+    for task in tasks:
+        try:
+            found[task] = resolve_data_dir(task, data_dir)
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def sample_train_texts(tasks, n, seed=0):
+    """``n`` texts drawn at random (without replacement, fixed by ``seed``) from the train splits of ``tasks``
+    ({task: data folder}, as ``available_tasks`` gives)."""
+    texts = [t for task, folder in tasks.items() for t in load_task(task, "train", folder).texts]
+    rng = np.random.default_rng(seed)
+    return [texts[i] for i in rng.choice(len(texts), min(n, len(texts)), replace=False)]
+
+
+def positive_pair_groups(tasks, data_dir=None):
+    """SimBERT's default groups: ``groups_from_positive_pairs`` over the train splits of ``tasks`` (0/1 tasks) ->
+    (groups, {"TASK.train": path}); a task whose train split is missing is left out with a warning."""
+    sources, files = [], {}
+    for task in tasks:
+        try:
+            d = load_task(task, "train", resolve_data_dir(task, data_dir))
+        except FileNotFoundError:
+            log.warning("no %s train split found: its positives are left out of the groups", task)
+            continue
+        if d.labels.max() > 1:
+            raise DataError(f"{d.path}: {task} has graded labels; groups of similar sentences need 0/1 pairs")
+        sources.append(d)
+        files[f"{task}.train"] = d.path
+    return groups_from_positive_pairs(*sources), files
+
+
+def truncate_at_punctuation(text, maxchars):
+    """SimBERT's cut: a text over ``maxchars`` keeps its first clause that fits (split at 。！？；，...), else a hard cut."""
+    if len(text) <= maxchars:
+        return text
+    head = text[:maxchars]
+    cut = max(head.rfind(c) for c in SENTENCE_SEPARATORS)
+    return head[:cut].strip() or head if cut > 0 else head
+
+
+# ---------------------------------------------------------------------------------- one text per line
+def iter_lines(path):
+    """(line number, text) of a UTF-8 text file (plain or .gz), read lazily; DataError names a bad line."""
+    with open_binary(path) as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield number, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def read_lines(path):
+    """Every line of a UTF-8 text file (plain or .gz) in memory; DataError names a bad line or an empty file."""
+    lines = [text for _, text in iter_lines(path)]
+    if not lines:
+        raise DataError(f"{path}: no lines to encode")
+    return lines
+
+
+def count_lines(path):
+    """Lines of a text file (the last one may lack its newline), counted in 1 MiB blocks."""
+    n, last = 0, b"\n"
+    with open_binary(path) as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def iter_chunks(path, chunk_size):
+    """(chunk index, first line's index, texts) of consecutive ``chunk_size``-line chunks."""
+    chunk, start = [], 0
+    for number, text in iter_lines(path):
+        chunk.append(text)
+        if len(chunk) == chunk_size:
+            yield (number - 1) // chunk_size, start, chunk
+            chunk, start = [], number
+    if chunk:
+        yield start // chunk_size, start, chunk

@@ -13,6 +13,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from .errors import ConfigError
 from .logs import log
 
 
@@ -123,6 +124,50 @@ class LossEvaluator(Evaluator):
         losses = [float(np.asarray(self.loss_model.predict_on_batch(x)).reshape(-1)[0])
                   for _, x, _ in self.batches.epoch(self.seed, 0)]
         return {"loss": float(np.mean(losses))}
+
+
+class MaskedTokenEvaluator(Evaluator):
+    """Masked-token accuracy (x100) of a pretrainer on fixed batches of held-out examples, which training never
+    draws (the same masks at every call)."""
+
+    name = ""
+    primary_metric = "masked_accuracy"
+
+    def __init__(self, pretrainer, batches, seed=12345, steps=4):
+        if not len(batches.held_out):
+            raise ConfigError("no held-out examples to measure masked-token accuracy on (the corpus is too small)")
+        self.pretrainer, self.batches, self.seed, self.steps = pretrainer, batches, seed, steps
+
+    def __call__(self, model=None):
+        accs = []
+        for step in range(self.steps):
+            rng = np.random.default_rng([self.seed, step])
+            index = self.batches.held_out[rng.integers(0, len(self.batches.held_out), self.batches.batch_size)]
+            accs.append(float(np.asarray(self.pretrainer.predict_on_batch(self.batches.batch(rng, index)))[1]))
+        return {"masked_accuracy": 100 * float(np.mean(accs))}
+
+
+def pair_scores(model, dataset, batch_size=128):
+    """Similarity scores of a model on a PairDataset: cosine for an encoder (SentenceEncoder, SimBERT), the
+    cross-encoder's score otherwise."""
+    if hasattr(model, "similarity_pairwise"):
+        return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size)
+    return model.predict(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size)
+
+
+def evaluate_task(model, data, batch_size=128, valid_scores=None):
+    """{valid,test}_spearman, test_pearson (x100) of ``model`` on {"valid": PairDataset, "test": ...}; for 0/1
+    labels also threshold, valid_accuracy, test_accuracy and test_accuracy_ci95 (x100). ``valid_scores``: the
+    model's valid scores when already computed (the training engine keeps those of the best epoch)."""
+    scores = {"valid": pair_scores(model, data["valid"], batch_size) if valid_scores is None else valid_scores,
+              "test": pair_scores(model, data["test"], batch_size)}
+    out = {"valid_spearman": 100 * spearman(scores["valid"], data["valid"].labels),
+           "test_spearman": 100 * spearman(scores["test"], data["test"].labels),
+           "test_pearson": 100 * pearson(scores["test"], data["test"].labels)}
+    if all(np.isin(data[s].labels, (0, 1)).all() for s in ("valid", "test")):
+        out.update(percent(threshold_accuracy(scores["valid"], data["valid"].labels, scores["test"],
+                                              data["test"].labels)))
+    return out
 
 
 def evaluate_encoder(encoder, dataset, batch_size=64):
@@ -265,6 +310,47 @@ def bootstrap_accuracy_ci(scores, labels, threshold, n_boot=1000, seed=0, alpha=
     rng = np.random.default_rng(seed)
     means = correct[rng.integers(0, len(correct), (n_boot, len(correct)))].mean(1)
     return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+# ---------------------------------------------------------------------------------- retrieval
+def first_relevant_ranks(rankings, relevant, k=None):
+    """Per query, the 1-based rank of its first relevant item within the top ``k`` of its ranking (best first),
+    or None. ``relevant``: per query, one item or a collection of items."""
+    ranks = []
+    for ranking, gold in zip(rankings, relevant, strict=True):
+        gold = set(gold) if isinstance(gold, (set, frozenset, list, tuple)) else {gold}
+        top = list(ranking)[:k] if k else list(ranking)
+        ranks.append(next((i for i, item in enumerate(top, start=1) if item in gold), None))
+    return ranks
+
+
+def recall_at_k(rankings, relevant, k):
+    """Share of the queries with a relevant item in their top ``k`` (one relevant item per query: recall@k;
+    also called hit rate or success@k)."""
+    return float(np.mean([r is not None for r in first_relevant_ranks(rankings, relevant, k)]))
+
+
+def mrr_at_k(rankings, relevant, k):
+    """Mean reciprocal rank of the first relevant item, 0 when it is not in the top ``k`` (MRR@k)."""
+    return float(np.mean([1.0 / r if r else 0.0 for r in first_relevant_ranks(rankings, relevant, k)]))
+
+
+def ndcg_at_k(rankings, relevant, k):
+    """Mean nDCG@k with binary relevance: sum over relevant hits of 1/log2(rank+1), divided by the same sum for
+    an ideal ranking (all relevant items first)."""
+    values = []
+    for ranking, gold in zip(rankings, relevant, strict=True):
+        gold = set(gold) if isinstance(gold, (set, frozenset, list, tuple)) else {gold}
+        dcg = sum(1.0 / np.log2(i + 1) for i, item in enumerate(list(ranking)[:k], start=1) if item in gold)
+        ideal = sum(1.0 / np.log2(i + 1) for i in range(1, min(len(gold), k) + 1))
+        values.append(dcg / ideal if ideal else 0.0)
+    return float(np.mean(values))
+
+
+def overlap_at_k(found, truth, k):
+    """Approximate search against exact: the mean share of each query's true top ``k`` that was found
+    (the "recall@k" of ANN benchmarks)."""
+    return float(np.mean([len(set(list(f)[:k]) & set(list(t)[:k])) / k for f, t in zip(found, truth, strict=True)]))
 
 
 # ---------------------------------------------------------------------------------- token representations

@@ -40,7 +40,7 @@ from .logs import log
 from .losses import l2_normalize
 from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
 from .paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
-from .runtime import bfloat16_copy, onnx_graph, quantize_onnx
+from .inference import bfloat16_copy, onnx_graph, quantize_onnx
 from .tokenizer import SPECIAL_TOKENS
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -281,7 +281,9 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     with atomic_dir(path) as tmp:
         os.rmdir(tmp)  # write_out makes the folder itself
         archive.write_out(tmp, verbose=verbose)
-        write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {"format": "zoo-savedmodel", "files": file_manifest(tmp)})
+        described = {"class": type(model).__name__, "head": getattr(model, "head", None)}  # read by zoo serve
+        write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {"format": "zoo-savedmodel", "files": file_manifest(tmp),
+                                                               "model": described})
     return path
 
 
@@ -307,7 +309,7 @@ def load_exportable(path, pooling=None, maxlen=None):
 def export_onnx(model, path, opset=17, quantize="none"):
     """The ``ids`` signature as an ONNX file (tf2onnx): ``token_ids``, ``segment_ids``, ``padding_mask``
     int32 [batch, length] -> the model's output. Tokenize with ``zoo.Tokenizer`` (ONNX has no tokenizer).
-    ``quantize="int8"``: ONNX Runtime's dynamic quantization (``zoo.runtime.quantize_onnx``)."""
+    ``quantize="int8"``: ONNX Runtime's dynamic quantization (``zoo.inference.quantize_onnx``)."""
     spec = serving_spec(model)
     path = os.fspath(path)
     if quantize == "int8":

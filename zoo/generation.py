@@ -14,7 +14,7 @@ import numpy as np
 from keras import ops
 
 from .backbone import backbone_inputs
-from .masks import unilm_mask
+from .attention_masks import unilm_mask
 
 
 def _compiled(fn):

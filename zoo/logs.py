@@ -14,7 +14,6 @@ import sys
 
 log = logging.getLogger("zoo")
 
-BUCKET = 8  # pad batches to a multiple of this many tokens: few distinct shapes for XLA
 _bars_shown = True  # the application's choice for bars their caller left to the default (--no-progress: none)
 
 
@@ -45,13 +44,6 @@ def batch_starts(n, batch_size, desc, enabled=None, unit="it"):
             bar.update(min(batch_size, n - start))
     if bar is not None:
         bar.close()
-
-
-def batch_length(rows, maxlen=None):
-    """Padded length for a batch of (ids, segments) rows: the longest row rounded up to a multiple of 8."""
-    longest = max(len(r[0]) for r in rows)
-    length = -(-longest // BUCKET) * BUCKET
-    return min(length, max(maxlen, longest)) if maxlen else length
 
 
 @contextlib.contextmanager

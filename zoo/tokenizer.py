@@ -19,6 +19,15 @@ import numpy as np
 from .paths import TOKENIZER_CONFIG, VOCAB_FILE, resolve
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+BUCKET = 8  # the padding policy: batches are padded to a multiple of this many tokens (few shapes for XLA)
+
+
+def batch_length(rows, maxlen=None):
+    """Padded length for a batch of (ids, segments) rows: the longest row rounded up to a multiple of ``BUCKET``,
+    capped at ``maxlen`` (never below the longest row)."""
+    longest = max(len(r[0]) for r in rows)
+    length = -(-longest // BUCKET) * BUCKET
+    return min(length, max(maxlen, longest)) if maxlen else length
 
 
 def read_vocab(path):
@@ -192,9 +201,11 @@ class Tokenizer:
         """
         a = self.piece_ids([first])[0]
         b = None if second is None else self.piece_ids([second])[0]
-        return self._assemble(a, b, maxlen)
+        return self.assemble(a, b, maxlen)
 
-    def _assemble(self, a, b, maxlen):
+    def assemble(self, a, b=None, maxlen=None):
+        """Piece ids ``a`` (and ``b``) -> (token_ids, segment_ids) of ``[CLS] a [SEP] (b [SEP])``, truncated to
+        ``maxlen`` by the bert4keras rule (see ``encode``). ``piece_ids`` gives the pieces of many texts at once."""
         first = [self.cls_id, *a, self.sep_id]
         second = None if b is None else [*b, self.sep_id]
         if maxlen is not None:
@@ -226,7 +237,7 @@ class Tokenizer:
         try:
             firsts = self.piece_ids(texts)
             seconds = self.piece_ids(second) if second is not None else [None] * len(texts)
-            rows = [self._assemble(a, b, maxlen) for a, b in zip(firsts, seconds)]
+            rows = [self.assemble(a, b, maxlen) for a, b in zip(firsts, seconds)]
             return self.pad(rows, pad_to=pad_to)
         finally:
             if gc_enabled:

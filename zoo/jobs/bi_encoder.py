@@ -9,24 +9,28 @@ the valid Spearmans.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import keras
 import numpy as np
 
+from ..augment import word_order_pairs, word_order_rewrite
+from ..backbone import backbone_inputs
 from ..config import option
 from ..data import PairDataset, load_splits
 from ..errors import ConfigError
-from ..evaluation import MeanEvaluator, SpearmanEvaluator
-from ..losses import CoSENTLoss, CosineMSELoss, MatryoshkaLoss
+from ..evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
+from ..losses import CoSENTInBatchLoss, CoSENTLoss, CosineMSELoss, MatryoshkaLoss
 from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
 from ..train import MultiTaskBatches, PairBatches, check_warmup, fit, learning_rate
-from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
+from ..train.batches import HardNegativeBatches
+from ..train.results import accuracy_cell, data_files, history_table, run_record, table, task_table, write_results
 from .common import (POOLINGS, StreamOptions, TrainOptions, check_tasks, limit_eval, start, streamed_files,
                      streamed_pairs)
-from .evaluate import evaluate_task, task_table
 
 OBJECTIVES = ("cosent", "sbert", "cosine_mse")
+WORD_ORDER = "WORDORDER"  # the word-order valid set's name (``word_order_valid``)
 
 
 @dataclasses.dataclass
@@ -47,6 +51,14 @@ class BiEncoderConfig(TrainOptions, StreamOptions):
     eval_tasks: tuple = option((), "more tasks to evaluate the best model on (not trained on), e.g. PAWSX")
     matryoshka_dims: tuple = option((), "Matryoshka training: the loss also on the first D dimensions, e.g. "
                                         "64,128 (cosent / cosine_mse; encode with truncate_dim=D)")
+    word_order_negatives: int = option(0, "add N word-order rewrites of each batch's sentences to it as "
+                                          "non-paraphrase pairs (label 0; the same words in another order: "
+                                          "zoo.augment; tasks with 0/1 labels; cosent)")
+    in_batch_weight: float = option(0.0, "add W x an in-batch ranking loss to CoSENT: each paraphrase pair's first "
+                                         "text ranks its partner above the batch's other second texts, word-order "
+                                         "negatives included (multiple negatives ranking; cosent)")
+    word_order_valid: bool = option(False, "also select on WORDORDER: LCQMC valid's paraphrase pairs plus each one's "
+                                           "first text against its word-order rewrite (label 0)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -68,6 +80,12 @@ class BiEncoderConfig(TrainOptions, StreamOptions):
             raise ConfigError("--matryoshka-dims needs --loss cosent or cosine_mse and dimensions >= 1")
         if self.streamed and len(self.tasks) > 1:
             raise ConfigError("--stream / --train-files train one task (its valid split selects the model)")
+        if self.word_order_negatives < 0 or self.in_batch_weight < 0:
+            raise ConfigError("--word-order-negatives and --in-batch-weight must be >= 0")
+        if (self.word_order_negatives or self.in_batch_weight) and (
+                self.objective != "cosent" or self.matryoshka_dims or self.streamed):
+            raise ConfigError("--word-order-negatives / --in-batch-weight need --loss cosent, without "
+                              "--matryoshka-dims, --stream or --train-files")
 
     @property
     def tasks(self):
@@ -85,16 +103,36 @@ def objective_labels(objective, labels, graded=None):
     return (labels / (5.0 if graded else 1.0)).astype("float32")
 
 
-def objective_loss(objective, matryoshka_dims=()):
-    """The objective's Keras loss; with ``matryoshka_dims``, summed over the nested dimensions."""
+def objective_loss(objective, matryoshka_dims=(), in_batch_weight=0.0):
+    """The objective's Keras loss; with ``matryoshka_dims``, summed over the nested dimensions; with
+    ``in_batch_weight``, CoSENT plus that much in-batch ranking (on embeddings: ``build_trainer``)."""
+    if in_batch_weight:
+        return CoSENTInBatchLoss(in_batch_weight)
     loss = {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
             "sbert": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}[objective]
     return MatryoshkaLoss(loss) if matryoshka_dims else loss
 
 
+def build_trainer(config, encoder):
+    """The model that trains ``encoder``: pair cosines (or the SBERT head) for the objective's loss, or, with
+    ``--in-batch-weight``, the [2B, d] embeddings of the interleaved pairs."""
+    if config.in_batch_weight:
+        inputs = backbone_inputs()
+        return keras.Model(inputs, encoder(inputs), name="cosent_in_batch_trainer")
+    return build_pair_trainer(encoder, config.objective, matryoshka_dims=config.matryoshka_dims)
+
+
+def anchor_labels(labels):
+    """[N, 2]: each pair's label and its anchor flag for the in-batch loss (1: a paraphrase, label 1 of 0/1, or
+    4 and up of STS-B's 0-5)."""
+    top = 5.0 if labels.max() > 1 else 1.0
+    return np.stack([labels, labels >= 0.8 * top], axis=1).astype("float32")
+
+
 def train_batches(config, tokenizer, splits):
     """The batch source: one task's pairs (in memory, or streamed from files), or several tasks' (per-task
-    batches, or mixed)."""
+    batches, or mixed); with ``--word-order-negatives``, each 0/1 task's batches get word-order rewrites of their
+    sentences as pairs labelled 0; with ``--in-batch-weight``, labels carry the anchor flag (``anchor_labels``)."""
     tasks = config.tasks
     if config.streamed:
         return streamed_pairs(config, tokenizer, tasks[0], lambda y, graded: objective_labels(config.objective, y,
@@ -102,7 +140,12 @@ def train_batches(config, tokenizer, splits):
     labels = {t: objective_labels(config.objective, splits[t]["train"].labels) for t in tasks}
 
     def pairs(dataset, y):
-        return PairBatches(tokenizer, dataset, config.batch_size, config.maxlen, y, config.length_buckets)
+        batches = PairBatches(tokenizer, dataset, config.batch_size, config.maxlen,
+                              anchor_labels(y) if config.in_batch_weight else y, config.length_buckets)
+        if config.word_order_negatives and y.max() <= 1:
+            rewrite = functools.partial(word_order_rewrite, seed=config.seed)
+            batches = HardNegativeBatches(batches, dataset, rewrite, config.word_order_negatives)
+        return batches
 
     if len(tasks) == 1:
         return pairs(splits[tasks[0]]["train"], labels[tasks[0]])
@@ -112,6 +155,13 @@ def train_batches(config, tokenizer, splits):
     union = PairDataset(sum((splits[t]["train"].texts_a for t in tasks), []),
                         sum((splits[t]["train"].texts_b for t in tasks), []), np.concatenate(scaled).astype("float32"))
     return pairs(union, union.labels)
+
+
+def word_order_valid(config):
+    """WORDORDER: LCQMC valid's paraphrase pairs (a, b, 1) plus (a, word-order rewrite of a, 0) for each a that
+    has one (``zoo.augment.word_order_pairs``, seed 0: the same set for every run). Never built from test."""
+    valid = load_splits("LCQMC", config.data_dir, splits=("valid",))["valid"]
+    return word_order_pairs(valid.head(config.limit_eval) if config.limit_eval else valid)
 
 
 def run(config: BiEncoderConfig):
@@ -126,21 +176,24 @@ def run(config: BiEncoderConfig):
     batches = train_batches(config, encoder.tokenizer, splits)
     if any(d > encoder.dim for d in config.matryoshka_dims):
         raise ConfigError(f"--matryoshka-dims: the model has {encoder.dim} dimensions, got {config.matryoshka_dims}")
-    trainer = build_pair_trainer(encoder, config.objective, matryoshka_dims=config.matryoshka_dims)
+    trainer = build_trainer(config, encoder)
     trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
                                                                   config.epochs * len(batches))),
-                    loss=objective_loss(config.objective, config.matryoshka_dims), jit_compile=config.jit_compile)
+                    loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
+                    jit_compile=config.jit_compile)
     evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in tasks}
-    evaluator = evaluators[tasks[0]] if len(tasks) == 1 else MeanEvaluator(evaluators)
+    if config.word_order_valid:
+        evaluators[WORD_ORDER] = SpearmanEvaluator(word_order_valid(config), config.eval_batch_size, name=WORD_ORDER)
+    evaluator = evaluators[tasks[0]] if len(evaluators) == 1 else MeanEvaluator(evaluators)
     evaluator.name = "valid"
     run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=encoder,
               save_every=config.save_every, show_progress=config.progress,
               metadata={"task": config.task, "objective": config.objective})
 
     best = SentenceEncoder.from_preset(run.model_dir)
-    reuse = run.best_scores if len(tasks) == 1 else (run.best_scores or {})  # valid scores of the best epoch
+    reuse = run.best_scores if len(evaluators) == 1 else (run.best_scores or {})  # valid scores of the best epoch
     per_task = {t: evaluate_task(best, splits[t], config.eval_batch_size,
-                                 reuse if len(tasks) == 1 else reuse.get(t)) for t in tasks}
+                                 reuse if len(evaluators) == 1 else reuse.get(t)) for t in tasks}
     for t in config.eval_tasks:
         if t not in tasks:
             per_task[t] = evaluate_task(best, limit_eval(load_splits(t, config.data_dir, splits=("valid", "test")),
@@ -158,6 +211,8 @@ def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):
     if streamed_files(batches):
         files["train"] = streamed_files(batches)
     results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": files}
+    if config.word_order_valid and run.best:
+        results["word_order_valid_spearman"] = run.best[f"valid_{WORD_ORDER}_spearman"]
     if len(per_task) == 1:
         results.update(per_task[tasks[0]])
     else:

@@ -18,7 +18,7 @@ from ..models.cross_encoder import HEADS, CrossEncoder
 from ..train import PairBatches, fit
 from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
 from .common import StreamOptions, TrainOptions, check_tasks, limit_eval, start, streamed_files, streamed_pairs
-from .evaluate import evaluate_task
+from ..evaluation import evaluate_task
 
 
 @dataclasses.dataclass

@@ -11,7 +11,6 @@ slides into plain CoSENT as lambda -> 1). The teachers' probabilities on train a
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import time
 
@@ -21,16 +20,13 @@ import numpy as np
 from ..config import option
 from ..data import load_splits
 from ..errors import ConfigError
-from ..evaluation import SpearmanEvaluator
-from ..logs import log
+from ..evaluation import SpearmanEvaluator, evaluate_task
 from ..losses import CoSENTLoss, SoftTargetLoss
 from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
-from ..models.cross_encoder import CrossEncoder
-from ..paths import atomic_file, resolve, sha256_of
-from ..train import PairBatches, check_warmup, fit, learning_rate
+from ..models.cross_encoder import predict_teachers
+from ..train import DistillBatches, PairBatches, check_warmup, fit, learning_rate
 from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
 from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
-from .evaluate import evaluate_task
 
 OBJECTIVES = ("sbert", "cosent", "cosent-gap")
 
@@ -59,59 +55,6 @@ class DvBERTConfig(TrainOptions):
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--objective must be one of {OBJECTIVES}, got {self.objective!r}")
         check_warmup(self.warmup)
-
-
-class DistillBatches:
-    """PairBatches whose labels are teacher-annealed targets, shape [B, teachers, 2]; with ``as_score`` the
-    positive-class target averaged over teachers, shape [B] (for CoSENT)."""
-
-    def __init__(self, pairs, gold, teacher_probs, epochs, as_score=False):
-        self.pairs, self.gold, self.teacher_probs = pairs, gold.astype("int64"), teacher_probs
-        self.n, self.total, self.as_score = pairs.n, epochs * len(pairs), as_score
-
-    def __len__(self):
-        return len(self.pairs)
-
-    def epoch(self, seed, epoch, start_step=0):
-        onehot = np.eye(2, dtype="float32")
-        for step, x, index in self.pairs.epoch(seed, epoch, start_step):
-            lam = (epoch * len(self.pairs) + step) / max(self.total - 1, 1)
-            index = index.astype("int64")
-            targets = lam * onehot[self.gold[index]][:, None, :] + (1 - lam) * self.teacher_probs[index]
-            if self.as_score:
-                targets = targets[:, :, 1].mean(axis=1)
-            yield step, x, targets.astype("float32")
-
-
-def predict_teachers(teachers, train, cache_path, progress=True):
-    """Positive/negative probabilities of each softmax CrossEncoder on the train pairs -> [N, T, 2]; cached at
-    ``cache_path`` (atomically), keyed by the sha256 of each teacher's files and of the train pairs."""
-    def fingerprint(path):
-        path = resolve(path)
-        files = [path] if not os.path.isdir(path) else sorted(os.path.join(r, f) for r, _, fs in os.walk(path)
-                                                             for f in fs)
-        return hashlib.sha256("".join(sha256_of(f) for f in files).encode()).hexdigest()
-
-    data = hashlib.sha256("\n".join(f"{a}\t{b}\t{y}" for a, b, y in zip(train.texts_a, train.texts_b, train.labels))
-                          .encode()).hexdigest()
-    key = np.array([fingerprint(path) for path in teachers] + [data])
-    if os.path.exists(cache_path):
-        with np.load(cache_path) as cached:
-            if list(cached["key"]) == list(key):
-                return cached["probs"]
-    pairs = list(zip(train.texts_a, train.texts_b))
-    probs = []
-    for path in teachers:
-        teacher = CrossEncoder.from_preset(path)
-        if teacher.head != "softmax":
-            raise ConfigError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
-        p1 = teacher.predict(pairs, batch_size=128, show_progress_bar=progress)
-        probs.append(np.stack([1 - p1, p1], axis=1))
-        log.info("teacher %s: train accuracy %.2f", path, 100 * np.mean((p1 > 0.5) == train.labels))
-    probs = np.stack(probs, axis=1).astype("float32")
-    with atomic_file(cache_path, "wb") as f:
-        np.savez(f, key=key, probs=probs)
-    return probs
 
 
 def run(config: DvBERTConfig):

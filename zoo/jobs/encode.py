@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import gzip
 import json
 import multiprocessing
 import os
@@ -22,10 +21,11 @@ import time
 import numpy as np
 
 from ..config import option
+from ..data import count_lines, iter_chunks, iter_lines
 from ..errors import ConfigError, DataError, ZooError
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
-from ..runtime import PRECISIONS
+from ..inference import PRECISIONS
 from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
 from .common import POOLINGS
 
@@ -63,50 +63,6 @@ class EncodeConfig:
         for name in ("batch_size", "processes", "chunk_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-
-
-def _open(path):
-    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
-
-
-def iter_lines(path):
-    """(line number, text) of a UTF-8 text file (plain or .gz), read lazily; DataError names a bad line."""
-    with _open(path) as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                yield number, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-
-
-def read_lines(path):
-    """Every line of a UTF-8 text file (plain or .gz) in memory; DataError names a bad line or an empty file."""
-    lines = [text for _, text in iter_lines(path)]
-    if not lines:
-        raise DataError(f"{path}: no lines to encode")
-    return lines
-
-
-def count_lines(path):
-    """Lines of a text file (the last one may lack its newline), counted in 1 MiB blocks."""
-    n, last = 0, b"\n"
-    with _open(path) as f:
-        while block := f.read(1 << 20):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
-
-
-def iter_chunks(path, chunk_size):
-    """(chunk index, first line's index, texts) of consecutive ``chunk_size``-line chunks."""
-    chunk, start = [], 0
-    for number, text in iter_lines(path):
-        chunk.append(text)
-        if len(chunk) == chunk_size:
-            yield (number - 1) // chunk_size, start, chunk
-            chunk, start = [], number
-    if chunk:
-        yield start // chunk_size, start, chunk
 
 
 def load_encoder(config):

@@ -7,44 +7,13 @@ import dataclasses
 import os
 import time
 
-import numpy as np
 
 from ..config import option
 from ..data import TASKS, load_splits
 from ..errors import ConfigError
-from ..evaluation import pearson, percent, spearman, threshold_accuracy
+from ..evaluation import evaluate_task
 from ..models import from_preset
-from ..train.results import accuracy_cell, data_files, table, write_results
-
-
-def pair_scores(model, dataset, batch_size=128):
-    """Similarity scores of a model on a PairDataset: cosine for an encoder (SentenceEncoder, SimBERT), the
-    cross-encoder's score otherwise."""
-    if hasattr(model, "similarity_pairwise"):
-        return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size)
-    return model.predict(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size)
-
-
-def evaluate_task(model, data, batch_size=128, valid_scores=None):
-    """{valid,test}_spearman, test_pearson (x100) of ``model`` on {"valid": PairDataset, "test": ...}; for 0/1
-    labels also threshold, valid_accuracy, test_accuracy and test_accuracy_ci95 (x100). ``valid_scores``: the
-    model's valid scores when already computed (the training engine keeps those of the best epoch)."""
-    scores = {"valid": pair_scores(model, data["valid"], batch_size) if valid_scores is None else valid_scores,
-              "test": pair_scores(model, data["test"], batch_size)}
-    out = {"valid_spearman": 100 * spearman(scores["valid"], data["valid"].labels),
-           "test_spearman": 100 * spearman(scores["test"], data["test"].labels),
-           "test_pearson": 100 * pearson(scores["test"], data["test"].labels)}
-    if all(np.isin(data[s].labels, (0, 1)).all() for s in ("valid", "test")):
-        out.update(percent(threshold_accuracy(scores["valid"], data["valid"].labels, scores["test"],
-                                              data["test"].labels)))
-    return out
-
-
-def task_table(per_task, trained=()):
-    """One row per task: valid and test Spearman, test accuracy [95% CI]."""
-    rows = [(t if not trained or t in trained else f"{t} (not trained on)", r["valid_spearman"],
-             r["test_spearman"], accuracy_cell(r)) for t, r in per_task.items()]
-    return table(["task", "valid Spearman", "test Spearman", "test accuracy [95% CI]"], rows)
+from ..train.results import data_files, task_table, write_results
 
 
 @dataclasses.dataclass

@@ -8,16 +8,15 @@ import dataclasses
 import time
 
 import keras
-import numpy as np
 
 from ..config import option
-from ..data import load_task, resolve_data_dir
+from ..data import available_tasks, load_task, read_lines, resolve_data_dir, sample_train_texts
 from ..errors import ConfigError
 from ..evaluation import SpearmanEvaluator
 from ..losses import InBatchSoftmaxLoss
 from ..models.bi_encoder import SentenceEncoder
 from ..paths import DEFAULT_PRESET
-from ..train import fit
+from ..train import MirrorBatches, fit
 from ..train.results import history_table, run_record, table, write_results
 from .common import POOLINGS, DistributeOptions, setup_distribution
 
@@ -59,66 +58,18 @@ class MirrorBertConfig(DistributeOptions):
             raise ConfigError(f"--matryoshka-dims must be >= 1, got {self.matryoshka_dims}")
 
 
-def span_mask(text, k=5, min_chars=30, rng=None):
-    """Mirror-BERT input augmentation: replace a random span of ``k`` characters by one ``[MASK]``.
-
-    The original leaves strings shorter than ``min_chars`` = 30 characters intact, which for Chinese means
-    almost every LCQMC/BQ sentence; zoo makes the guard a parameter (its Mirror-BERT job uses ``min_chars=k+1``).
-    The span is cut by position (the original cut at the first occurrence of the substring, a quirk)."""
-    if k <= 0 or len(text) <= k or len(text) < min_chars:
-        return text
-    rng = rng or np.random.default_rng()
-    i = int(rng.integers(0, len(text) - k))
-    return text[:i] + "[MASK]" + text[i + k:]
-
-
-class MirrorBatches:
-    """Sentences -> [N originals; N augmented copies] rows (Mirror-BERT; SimCSE when ``k=0``: dropout only)."""
-
-    def __init__(self, tokenizer, sentences, batch_size=200, maxlen=50, k=5, min_chars=6, pad_to_maxlen=True):
-        self.tok, self.sentences, self.batch_size, self.maxlen = tokenizer, list(sentences), batch_size, maxlen
-        self.k, self.min_chars, self.pad_to_maxlen = k, min_chars, pad_to_maxlen
-        self.n = len(self.sentences) // batch_size * batch_size  # drop_last, as the original
-
-    def __len__(self):
-        return self.n // self.batch_size
-
-    def epoch(self, seed, epoch, start_step=0):
-        order = np.random.default_rng([seed, epoch]).permutation(len(self.sentences))
-        for step in range(start_step, len(self)):
-            rng = np.random.default_rng([seed, epoch, step])
-            texts = [self.sentences[i] for i in order[step * self.batch_size:(step + 1) * self.batch_size]]
-            views = texts + [span_mask(t, self.k, self.min_chars, rng) for t in texts]
-            x = self.tok(views, maxlen=self.maxlen, pad_to=self.maxlen if self.pad_to_maxlen else None)
-            yield step, x, np.zeros(len(texts), "float32")
-
-
-def available_tasks(data_dir):
-    """{task: data folder} of the evaluation tasks that can be found."""
-    tasks = {}
-    for task in EVAL_TASKS:
-        try:
-            tasks[task] = resolve_data_dir(task, data_dir)
-        except FileNotFoundError:
-            pass
-    return tasks
-
-
 def training_sentences(config, tasks):
     """--sentences (one per line), or 10,000 random train-split texts of ``tasks``."""
     if config.sentences:
-        with open(config.sentences, encoding="utf-8") as f:
-            return [line.strip() for line in f if line.strip()]
-    texts = [t for task, folder in tasks.items() for t in load_task(task, "train", folder).texts]
-    rng = np.random.default_rng(config.seed)
-    return [texts[i] for i in rng.choice(len(texts), min(10_000, len(texts)), replace=False)]
+        return [t.strip() for t in read_lines(config.sentences) if t.strip()]
+    return sample_train_texts(tasks, 10_000, config.seed)
 
 
 def run(config: MirrorBertConfig):
     t0 = time.time()
     setup_distribution(config)
     start = config.start or DEFAULT_PRESET
-    tasks = available_tasks(config.data_dir)
+    tasks = available_tasks(EVAL_TASKS, config.data_dir)
     sentences = training_sentences(config, tasks)
     keras.utils.set_random_seed(config.seed)
     encoder = SentenceEncoder.from_preset(start, pooling=config.pooling, maxlen=config.maxlen, dropout=config.dropout)

@@ -16,10 +16,10 @@ from ..backbone import BertBackbone
 from ..config import option
 from ..corpus import anisotropy_sentences, document_sources, read_corpus, task_documents, unique_documents
 from ..errors import ConfigError
-from ..evaluation import Evaluator, token_self_similarity
+from ..evaluation import MaskedTokenEvaluator, token_self_similarity
 from ..logs import log
 from ..losses import first_output_loss
-from ..masking import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
+from ..pretraining_data import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
 from ..models.pretrainer import OBJECTIVES, build_pretrainer
 from ..paths import DATA_DIR, DEFAULT_PRESET
 from ..presets import save_preset
@@ -71,27 +71,6 @@ class PretrainConfig(DistributeOptions):
             check_tasks(self.task_texts, "--task-texts")
         if self.stream and self.limit_docs is not None:
             raise ConfigError("--limit-docs samples the whole corpus in memory; it does not go with --stream")
-
-
-class MaskedTokenEvaluator(Evaluator):
-    """Masked-token accuracy (x100) of a pretrainer on fixed batches of held-out examples, which training never
-    draws (the same masks at every call)."""
-
-    name = ""
-    primary_metric = "masked_accuracy"
-
-    def __init__(self, pretrainer, batches, seed=12345, steps=4):
-        if not len(batches.held_out):
-            raise ConfigError("no held-out examples to measure masked-token accuracy on (the corpus is too small)")
-        self.pretrainer, self.batches, self.seed, self.steps = pretrainer, batches, seed, steps
-
-    def __call__(self, model=None):
-        accs = []
-        for step in range(self.steps):
-            rng = np.random.default_rng([self.seed, step])
-            index = self.batches.held_out[rng.integers(0, len(self.batches.held_out), self.batches.batch_size)]
-            accs.append(float(np.asarray(self.pretrainer.predict_on_batch(self.batches.batch(rng, index)))[1]))
-        return {"masked_accuracy": 100 * float(np.mean(accs))}
 
 
 class BackbonePreset:

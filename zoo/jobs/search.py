@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from ..config import option
+from ..data import read_lines
 from ..errors import ConfigError
 from ..logs import log
 from ..models import from_preset
 from ..paths import DEFAULT_ENCODER
 from ..retrieval import BACKENDS, LEXICAL_TERMS, QUANTIZED_BACKENDS, SEARCH_MODES, SemanticIndex
-from .encode import read_lines
 
 
 @dataclasses.dataclass

@@ -11,22 +11,19 @@ import dataclasses
 import time
 
 import keras
-import numpy as np
 
 from ..config import option
-from ..data import groups_from_positive_pairs, load_splits, load_task, read_synonym_groups, resolve_data_dir
+from ..data import (groups_from_positive_pairs, load_splits, load_task, positive_pair_groups, read_synonym_groups,
+                    resolve_data_dir)
 from ..errors import ConfigError
 from ..evaluation import LossEvaluator, SpearmanEvaluator
-from ..logs import batch_length, log
+from ..logs import log
 from ..losses import passthrough_loss
 from ..models.simbert import SimBERT
 from ..paths import sha256_of
-from ..train import fit
+from ..train import SimBERTBatches, fit
 from ..train.results import history_table, run_record, table, write_results
 from .common import TrainOptions, check_tasks, start
-
-SENTENCE_SEPARATORS = "\n。！？!?；;，, "
-
 
 @dataclasses.dataclass
 class SimBERTConfig(TrainOptions):
@@ -56,63 +53,13 @@ class SimBERTConfig(TrainOptions):
             raise ConfigError(f"--select must be 'retrieval' or 'loss', got {self.select!r}")
 
 
-def truncate_at_punctuation(text, maxchars):
-    """SimBERT's cut: a text over ``maxchars`` keeps its first clause that fits (split at 。！？；，...), else a hard cut."""
-    if len(text) <= maxchars:
-        return text
-    head = text[:maxchars]
-    cut = max(head.rfind(c) for c in SENTENCE_SEPARATORS)
-    return head[:cut].strip() or head if cut > 0 else head
-
-
-class SimBERTBatches:
-    """Groups of similar texts -> SimBERT batches: per group two distinct texts (a, b), both row orders
-    ``[CLS] a [SEP] b [SEP]`` and ``[CLS] b [SEP] a [SEP]`` next to each other. Fixed by (seed, epoch, step)."""
-
-    def __init__(self, tokenizer, groups, batch_size=64, maxlen=32):
-        self.tokenizer, self.groups, self.batch_size, self.maxlen = tokenizer, groups, batch_size, maxlen
-        self.n = len(groups)
-
-    def __len__(self):
-        return -(-self.n // self.batch_size)
-
-    def epoch(self, seed, epoch, start_step=0):
-        order = np.random.default_rng([seed, epoch]).permutation(self.n)
-        for step in range(start_step, len(self)):
-            rng = np.random.default_rng([seed, epoch, step])
-            rows = []
-            for g in order[step * self.batch_size:(step + 1) * self.batch_size]:
-                i, j = rng.choice(len(self.groups[g]), 2, replace=False)
-                a = truncate_at_punctuation(self.groups[g][i], self.maxlen - 2)
-                b = truncate_at_punctuation(self.groups[g][j], self.maxlen - 2)
-                rows.append(self.tokenizer.encode(a, b, maxlen=2 * self.maxlen))
-                rows.append(self.tokenizer.encode(b, a, maxlen=2 * self.maxlen))
-            batch = self.tokenizer.pad(rows, pad_to=batch_length(rows))
-            yield step, batch, np.zeros(len(rows) // 2, "float32")
-
-
-def training_groups(config):
-    """(groups, {name: path}) from --groups, or from the train positives of --tasks."""
-    if config.groups:
-        return read_synonym_groups(config.groups), {"groups": config.groups}
-    sources, files = [], {}
-    for task in config.tasks:
-        try:
-            d = load_task(task, "train", resolve_data_dir(task, config.data_dir))
-        except FileNotFoundError:
-            log.warning("no %s train split found: its positives are left out of the groups", task)
-            continue
-        if d.labels.max() > 1:
-            raise ConfigError(f"--tasks: {task} has graded labels; groups need 0/1 pairs")
-        sources.append(d)
-        files[f"{task}.train"] = d.path
-    return groups_from_positive_pairs(*sources), files
-
-
 def run(config: SimBERTConfig):
     t0 = time.time()
     checkpoint, output = start(config, "simbert")
-    groups, files = training_groups(config)
+    if config.groups:
+        groups, files = read_synonym_groups(config.groups), {"groups": config.groups}
+    else:
+        groups, files = positive_pair_groups(config.tasks, config.data_dir)
     groups = groups[: config.limit_groups] if config.limit_groups else groups
     if not groups:
         raise ConfigError("no groups of similar sentences to train on")

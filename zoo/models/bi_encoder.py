@@ -62,7 +62,7 @@ class SentenceEncoder(Task):
         tokens (a new window every ``stride`` tokens, default half a window) whose vectors are averaged, each
         weighted by its token count. ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
         normalise. ``precision``: "fp32", "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning) or "int8"
-        (ONNX Runtime, dynamically quantized); see ``zoo.runtime``.
+        (ONNX Runtime, dynamically quantized); see ``zoo.inference``.
         """
         self._require_tokenizer()
         if long_text not in ("truncate", "chunk"):
@@ -78,7 +78,7 @@ class SentenceEncoder(Task):
             owner, weights = np.arange(len(texts)), None
             if long_text == "chunk":
                 pieces, owner, weights = chunk_pieces(pieces, maxlen - 2, stride)
-            rows = [self.tokenizer._assemble(p, None, maxlen) for p in pieces]
+            rows = [self.tokenizer.assemble(p, None, maxlen) for p in pieces]
             out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent", precision=precision)
             if long_text == "chunk":
                 sums = np.zeros((len(texts), out.shape[1]), dtype="float64")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import keras
 import numpy as np
 
 from ..backbone import BertBackbone, backbone_inputs
+from ..errors import ConfigError
+from ..logs import log
+from ..paths import atomic_file, resolve, sha256_of
 from ..tokenizer import Tokenizer
 from .task import Task
 
@@ -51,7 +57,7 @@ class CrossEncoder(Task):
         """(token_ids, segment_ids) rows for pairs (bert4keras truncation), segments zeroed if configured."""
         maxlen = maxlen or self.maxlen
         pieces_a, pieces_b = self.tokenizer.piece_ids(texts_a), self.tokenizer.piece_ids(texts_b)
-        rows = [self.tokenizer._assemble(a, b, maxlen) for a, b in zip(pieces_a, pieces_b)]
+        rows = [self.tokenizer.assemble(a, b, maxlen) for a, b in zip(pieces_a, pieces_b)]
         if self.zero_segments:
             rows = [(ids, [0] * len(ids)) for ids, _ in rows]
         return rows
@@ -77,3 +83,34 @@ class CrossEncoder(Task):
 def _softmax(x):
     e = np.exp(x - x.max(1, keepdims=True))
     return e / e.sum(1, keepdims=True)
+
+
+def predict_teachers(teachers, train, cache_path, progress=True):
+    """Positive/negative probabilities of each softmax CrossEncoder on the train pairs -> [N, T, 2]; cached at
+    ``cache_path`` (atomically), keyed by the sha256 of each teacher's files and of the train pairs."""
+    def fingerprint(path):
+        path = resolve(path)
+        files = [path] if not os.path.isdir(path) else sorted(os.path.join(r, f) for r, _, fs in os.walk(path)
+                                                             for f in fs)
+        return hashlib.sha256("".join(sha256_of(f) for f in files).encode()).hexdigest()
+
+    data = hashlib.sha256("\n".join(f"{a}\t{b}\t{y}" for a, b, y in zip(train.texts_a, train.texts_b, train.labels))
+                          .encode()).hexdigest()
+    key = np.array([fingerprint(path) for path in teachers] + [data])
+    if os.path.exists(cache_path):
+        with np.load(cache_path) as cached:
+            if list(cached["key"]) == list(key):
+                return cached["probs"]
+    pairs = list(zip(train.texts_a, train.texts_b))
+    probs = []
+    for path in teachers:
+        teacher = CrossEncoder.from_preset(path)
+        if teacher.head != "softmax":
+            raise ConfigError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
+        p1 = teacher.predict(pairs, batch_size=128, show_progress_bar=progress)
+        probs.append(np.stack([1 - p1, p1], axis=1))
+        log.info("teacher %s: train accuracy %.2f", path, 100 * np.mean((p1 > 0.5) == train.labels))
+    probs = np.stack(probs, axis=1).astype("float32")
+    with atomic_file(cache_path, "wb") as f:
+        np.savez(f, key=key, probs=probs)
+    return probs

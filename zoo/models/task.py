@@ -15,7 +15,8 @@ from keras import ops
 
 from ..backbone import backbone_inputs
 from ..errors import CheckpointError, ConfigError
-from ..logs import batch_length, batch_starts, log
+from ..logs import batch_starts, log
+from ..tokenizer import batch_length
 from ..paths import VOCAB_FILE
 from ..presets import load_saved, preset_class_name, save_preset
 
@@ -133,8 +134,8 @@ class Task(keras.Model):
         """Model outputs for (token ids, segment ids) rows, in input order -> float32 [n, ...].
 
         Rows run longest first in batches padded to a multiple of 8 tokens, so little padding is computed and
-        XLA compiles few shapes. ``precision``: fp32, bf16 or int8 (``zoo.runtime``)."""
-        from ..runtime import runner
+        XLA compiles few shapes. ``precision``: fp32, bf16 or int8 (``zoo.inference``)."""
+        from ..inference import runner
 
         self._require_tokenizer()
         predict = runner(self, precision)

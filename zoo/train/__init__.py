@@ -4,11 +4,12 @@
 ...                     evaluator=zoo.evaluation.SpearmanEvaluator(valid), model=encoder)
 """
 
-from .batches import MultiTaskBatches, PairBatches, StreamingPairBatches
+from .batches import DistillBatches, MultiTaskBatches, PairBatches, SimBERTBatches, StreamingPairBatches
 from .loop import Run, fit
-from .results import data_files, table, write_results
+from .results import data_files, table, task_table, write_results
 from .schedules import WarmupLinear, check_warmup, learning_rate
 from .state import load_state, save_state
 
-__all__ = ["MultiTaskBatches", "PairBatches", "Run", "StreamingPairBatches", "WarmupLinear", "check_warmup",
-           "data_files", "fit", "learning_rate", "load_state", "save_state", "table", "write_results"]
+__all__ = ["DistillBatches", "MultiTaskBatches", "PairBatches", "Run", "SimBERTBatches", "StreamingPairBatches",
+           "WarmupLinear", "check_warmup", "data_files", "fit", "learning_rate", "load_state", "save_state", "table",
+           "task_table", "write_results"]

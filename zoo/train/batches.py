@@ -4,7 +4,8 @@ A batch source has ``len()`` (steps per epoch), ``n`` (examples per epoch) and `
 which yields ``(step, inputs, labels)`` from ``start_step`` on. The batches of an epoch are a fixed function of
 (seed, epoch), so a resumed run sees exactly the batches the killed one would have. ``PairBatches`` (sentence
 pairs in memory, for bi- and cross-encoders), ``StreamingPairBatches`` (the same, read lazily from files of any
-size) and ``MultiTaskBatches`` live here; the other jobs' sources live with their job.
+size) and ``MultiTaskBatches``, and the sources of SimBERT (``SimBERTBatches``), Mirror-BERT (``MirrorBatches``) and
+DvBERT (``DistillBatches``). Pretraining's sources live in ``zoo.pretraining_data``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import os
 
 import numpy as np
 
-from ..data import iter_pairs
+from ..augment import span_mask
+from ..data import iter_pairs, truncate_at_punctuation
 from ..errors import ConfigError
-from ..logs import batch_length, log
+from ..logs import log
+from ..tokenizer import batch_length
 
 
 class PairBatches:
@@ -75,12 +78,69 @@ def pair_batch(tokenizer, pieces_a, pieces_b, labels, maxlen, joint=False, zero_
     rows = []
     for a, b in zip(pieces_a, pieces_b):
         if joint:
-            ids, segments = tokenizer._assemble(a, b, maxlen)
+            ids, segments = tokenizer.assemble(a, b, maxlen)
             rows.append((ids, [0] * len(ids) if zero_segments else segments))
         else:
-            rows.append(tokenizer._assemble(a, None, maxlen))
-            rows.append(tokenizer._assemble(b, None, maxlen))
+            rows.append(tokenizer.assemble(a, None, maxlen))
+            rows.append(tokenizer.assemble(b, None, maxlen))
     return tokenizer.pad(rows, pad_to=batch_length(rows, maxlen)), labels
+
+
+class HardNegativeBatches:
+    """A ``PairBatches`` (over ``dataset``) whose every batch gets ``per_batch`` more pairs (text, negative(text),
+    ``label``): hard negatives made from the batch's own sentences (e.g. ``zoo.augment.word_order_rewrite``: the
+    same words in another order, labelled as a non-paraphrase).
+
+    The batch's pairs are tried in batch order, those with the highest label first: a pair gives
+    (a, negative(a)), or (b, negative(b)) when ``negative(a)`` is None. When fewer than ``per_batch`` pairs give
+    one, those found repeat; a batch where none does stays as it is. The negatives depend only on the batch's
+    pairs, so the batches of an epoch stay a fixed function of (seed, epoch)."""
+
+    def __init__(self, base, dataset, negative, per_batch, label=0.0):
+        self.base, self.texts, self.negative, self.per_batch = base, (dataset.texts_a, dataset.texts_b), negative, \
+            per_batch
+        self.label = np.asarray(label, np.asarray(base.labels).dtype)
+        self.n, self.tried, self.found = base.n, 0, 0
+
+    def __len__(self):
+        return len(self.base)
+
+    def epoch_batches(self, seed, epoch):
+        return self.base.epoch_batches(seed, epoch)
+
+    def epoch(self, seed, epoch, start_step=0):
+        batches = self.epoch_batches(seed, epoch)
+        for step in range(start_step, len(batches)):
+            yield step, *self.make_batch(batches[step])
+
+    def negatives(self, index):
+        """[(piece ids of the text, its negative text)] of up to ``per_batch`` pairs of ``index``."""
+        base, labels = self.base, np.asarray(self.base.labels)
+        first = labels[index] if labels.ndim == 1 else labels[index, 0]
+        found = []
+        for i in (index[k] for k in np.argsort(-first, kind="stable")):
+            self.tried += 1
+            for text, pieces in ((self.texts[0][i], base.pieces_a[i]), (self.texts[1][i], base.pieces_b[i])):
+                rewritten = self.negative(text)
+                if rewritten is not None:
+                    found.append((pieces, rewritten))
+                    break
+            if len(found) == self.per_batch:
+                break
+        self.found += len(found)
+        return found
+
+    def make_batch(self, index):
+        base = self.base
+        pieces_a, pieces_b = [base.pieces_a[i] for i in index], [base.pieces_b[i] for i in index]
+        y = np.asarray(base.labels)[index]
+        found = self.negatives(index)
+        if found:
+            extra = [found[k % len(found)] for k in range(self.per_batch)]
+            pieces_a += [p for p, _ in extra]
+            pieces_b += base.tokenizer.piece_ids([t for _, t in extra])
+            y = np.concatenate([y, np.broadcast_to(self.label, (self.per_batch, *y.shape[1:]))])
+        return pair_batch(base.tokenizer, pieces_a, pieces_b, y, base.maxlen, base.joint, base.zero_segments)
 
 
 class StreamingPairBatches:
@@ -191,3 +251,72 @@ class MultiTaskBatches:
         for step in range(start_step, len(plan)):
             k, i = plan[step]
             yield step, *self.parts[k].make_batch(batches[k][i])
+
+
+class SimBERTBatches:
+    """Groups of similar texts -> SimBERT batches: per group two distinct texts (a, b), both row orders
+    ``[CLS] a [SEP] b [SEP]`` and ``[CLS] b [SEP] a [SEP]`` next to each other. Fixed by (seed, epoch, step)."""
+
+    def __init__(self, tokenizer, groups, batch_size=64, maxlen=32):
+        self.tokenizer, self.groups, self.batch_size, self.maxlen = tokenizer, groups, batch_size, maxlen
+        self.n = len(groups)
+
+    def __len__(self):
+        return -(-self.n // self.batch_size)
+
+    def epoch(self, seed, epoch, start_step=0):
+        order = np.random.default_rng([seed, epoch]).permutation(self.n)
+        for step in range(start_step, len(self)):
+            rng = np.random.default_rng([seed, epoch, step])
+            rows = []
+            for g in order[step * self.batch_size:(step + 1) * self.batch_size]:
+                i, j = rng.choice(len(self.groups[g]), 2, replace=False)
+                a = truncate_at_punctuation(self.groups[g][i], self.maxlen - 2)
+                b = truncate_at_punctuation(self.groups[g][j], self.maxlen - 2)
+                rows.append(self.tokenizer.encode(a, b, maxlen=2 * self.maxlen))
+                rows.append(self.tokenizer.encode(b, a, maxlen=2 * self.maxlen))
+            batch = self.tokenizer.pad(rows, pad_to=batch_length(rows))
+            yield step, batch, np.zeros(len(rows) // 2, "float32")
+
+
+class DistillBatches:
+    """PairBatches whose labels are teacher-annealed targets, shape [B, teachers, 2]; with ``as_score`` the
+    positive-class target averaged over teachers, shape [B] (for CoSENT)."""
+
+    def __init__(self, pairs, gold, teacher_probs, epochs, as_score=False):
+        self.pairs, self.gold, self.teacher_probs = pairs, gold.astype("int64"), teacher_probs
+        self.n, self.total, self.as_score = pairs.n, epochs * len(pairs), as_score
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def epoch(self, seed, epoch, start_step=0):
+        onehot = np.eye(2, dtype="float32")
+        for step, x, index in self.pairs.epoch(seed, epoch, start_step):
+            lam = (epoch * len(self.pairs) + step) / max(self.total - 1, 1)
+            index = index.astype("int64")
+            targets = lam * onehot[self.gold[index]][:, None, :] + (1 - lam) * self.teacher_probs[index]
+            if self.as_score:
+                targets = targets[:, :, 1].mean(axis=1)
+            yield step, x, targets.astype("float32")
+
+
+class MirrorBatches:
+    """Sentences -> [N originals; N augmented copies] rows (Mirror-BERT; SimCSE when ``k=0``: dropout only)."""
+
+    def __init__(self, tokenizer, sentences, batch_size=200, maxlen=50, k=5, min_chars=6, pad_to_maxlen=True):
+        self.tok, self.sentences, self.batch_size, self.maxlen = tokenizer, list(sentences), batch_size, maxlen
+        self.k, self.min_chars, self.pad_to_maxlen = k, min_chars, pad_to_maxlen
+        self.n = len(self.sentences) // batch_size * batch_size  # drop_last, as the original
+
+    def __len__(self):
+        return self.n // self.batch_size
+
+    def epoch(self, seed, epoch, start_step=0):
+        order = np.random.default_rng([seed, epoch]).permutation(len(self.sentences))
+        for step in range(start_step, len(self)):
+            rng = np.random.default_rng([seed, epoch, step])
+            texts = [self.sentences[i] for i in order[step * self.batch_size:(step + 1) * self.batch_size]]
+            views = texts + [span_mask(t, self.k, self.min_chars, rng) for t in texts]
+            x = self.tok(views, maxlen=self.maxlen, pad_to=self.maxlen if self.pad_to_maxlen else None)
+            yield step, x, np.zeros(len(texts), "float32")

@@ -60,6 +60,14 @@ def accuracy_cell(metrics):
     return f"{metrics['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]"
 
 
+def task_table(per_task, trained=()):
+    """One row per task: valid and test Spearman, test accuracy [95% CI] (``per_task``: ``evaluate_task``'s dicts;
+    tasks not in ``trained`` are marked as such)."""
+    rows = [(t if not trained or t in trained else f"{t} (not trained on)", r["valid_spearman"],
+             r["test_spearman"], accuracy_cell(r)) for t, r in per_task.items()]
+    return table(["task", "valid Spearman", "test Spearman", "test accuracy [95% CI]"], rows)
+
+
 def history_table(history, metric):
     """Per epoch: the selection metric and the mean training loss."""
     return table(["epoch", metric.replace("_", " "), "train loss (epoch mean)"],

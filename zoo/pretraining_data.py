@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .corpus import SENTENCE_END
-from .logs import batch_length
+from .tokenizer import batch_length
 
 
 def word_piece_ids(tokenizer, text, wwm):
