@@ -76,7 +76,7 @@ def transformers_encoder(folder, tokenizer, maxlen, pooling):
     model = transformers.BertModel.from_pretrained(folder).eval()
 
     def encode(texts, batch_size=64):
-        rows = [tokenizer._assemble(p, None, maxlen) for p in tokenizer.piece_ids(texts)]
+        rows = [tokenizer.assemble(p, None, maxlen) for p in tokenizer.piece_ids(texts)]
         order = np.argsort([-len(r[0]) for r in rows], kind="stable")
         out = np.zeros((len(texts), model.config.hidden_size), dtype="float32")
         with torch.inference_mode():
@@ -132,7 +132,7 @@ def main():
     with open(texts_file, "w", encoding="utf-8") as f:
         f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
     report = {"command": " ".join(sys.argv), "versions": versions(), "sentences": len(texts), "batch_size": 64,
-              "repeats": args.repeats, "cpu_flags": sorted(zoo.runtime.cpu_flags() & {"avx2", "avx512f", "avx512_vnni",
+              "repeats": args.repeats, "cpu_flags": sorted(zoo.inference.cpu_flags() & {"avx2", "avx512f", "avx512_vnni",
                                                                                      "avx512_bf16", "amx_bf16"}),
               "models": {}}
     for model in args.model:

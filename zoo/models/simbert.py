@@ -8,7 +8,7 @@ import numpy as np
 from ..backbone import BertBackbone, backbone_inputs
 from ..logs import log
 from ..losses import SimBERTLoss
-from ..masks import AttentionMask
+from ..attention_masks import AttentionMask
 from ..retrieval import normalized
 from ..tokenizer import Tokenizer
 from .bi_encoder import SentenceEncoder
