@@ -7,9 +7,9 @@ folder is complete; thresholds fitted on valid; test accuracy with bootstrap int
 The same job as `zoo compare` (zoo/jobs/compare.py).
 """
 
-from zoo.config import parse
-from zoo.jobs.compare import CompareConfig, run
-from zoo.logs import setup_cli
+import zoo
 
-setup_cli()
-run(parse(CompareConfig))
+zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the terminal; Ctrl-C ends in one line
+
+job = zoo.job("compare")  # each model is trained by its own job, or reloaded when its run folder is complete
+job.run(job.parse())

@@ -6,38 +6,39 @@
 The same job as `zoo train dvbert` (zoo/jobs/dvbert.py, which explains the objectives).
 """
 
+import zoo
+
+zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the terminal; Ctrl-C ends in one line
+
+# ruff: noqa: E402  (imports after setup_cli)
 import os
 import time
 
-import zoo  # noqa: I001  (first: it imports Keras with TensorFlow's start-up lines silenced)
 import keras
 import numpy as np
 
-from zoo.config import parse
 from zoo.data import load_splits
-from zoo.evaluation import SpearmanEvaluator
-from zoo.jobs.common import limit_eval, setup_distribution
-from zoo.jobs.dvbert import DistillBatches, DvBERTConfig, predict_teachers, report
-from zoo.jobs.evaluate import evaluate_task
-from zoo.logs import setup_cli
+from zoo.distribute import setup_for
+from zoo.evaluation import SpearmanEvaluator, evaluate_task
 from zoo.losses import CoSENTLoss, SoftTargetLoss
 from zoo.models import build_pair_trainer
-from zoo.train import PairBatches, fit, learning_rate
+from zoo.models.cross_encoder import predict_teachers
+from zoo.train import DistillBatches, PairBatches, fit, learning_rate
 
-setup_cli()
-config = parse(DvBERTConfig)
+job = zoo.job("train dvbert")  # the flags of `zoo train dvbert`, and its results writer
+config = job.parse()
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or f"runs/{config.task}_dvbert"
 os.makedirs(output, exist_ok=True)
 
 # 1. Data, and the teachers' probabilities on every train pair (cached in the run folder).
-data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train), config.limit_eval)
+data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval)
 teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
                                  config.progress)
 
 # 2. The student: a bi-encoder.
-setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
+setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
 keras.utils.set_random_seed(config.seed)
 student = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
 
@@ -58,4 +59,4 @@ run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, eval
 
 # 5. Evaluate and 6. write the results.
 scores = evaluate_task(zoo.SentenceEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
-report(config, checkpoint, output, run, data, scores, t0)
+job.report(config, checkpoint, output, run, data, scores, t0)

@@ -5,34 +5,48 @@ similar sentences, trained jointly on groups of similar sentences.
     python tasks/simbert_train.py --groups my_groups.jsonl   # {"text": ..., "synonyms": [...]} per line
 
 Rerunning with the same --output resumes a killed run. The same job as `zoo train simbert` (zoo/jobs/simbert.py).
+
+Recorded run (written by tools/results_pages.py from the shipped preset's ship.json):
+<!-- generated: preset zoo-simbert-zh-L4 -->
+    python tasks/simbert_train.py --checkpoint ../shared/models/chinese_L-4_H-256_A-4/google \\
+        --data-dir ../shared/data --tasks LCQMC,BQ,ATEC --select loss --epochs 12 --batch-size 64 --maxlen 32 \\
+        --lr 1e-4 --save-every 200 --output runs/simbert_L4
+
+Shipped as the preset zoo-simbert-zh-L4: test Spearman ATEC 36.14, BQ 47.42, LCQMC 64.75, PAWS-X 11.97, STS-B 55.17;
+286 min of training on 2 CPU cores (data/presets/zoo-simbert-zh-L4/ship.json).
+<!-- /generated -->
 """
 
+import zoo
+
+zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the terminal; Ctrl-C ends in one line
+
+# ruff: noqa: E402  (imports after setup_cli)
 import time
 
-import zoo  # noqa: I001  (first: it imports Keras with TensorFlow's start-up lines silenced)
 import keras
 
-from zoo.config import parse
-from zoo.data import groups_from_positive_pairs, load_splits
+from zoo.data import groups_from_positive_pairs, load_splits, positive_pair_groups, read_synonym_groups
+from zoo.distribute import setup_for
 from zoo.evaluation import LossEvaluator, SpearmanEvaluator
-from zoo.jobs.common import setup_distribution
-from zoo.jobs.simbert import SimBERTBatches, SimBERTConfig, report, training_groups
-from zoo.logs import setup_cli
 from zoo.losses import passthrough_loss
-from zoo.train import fit
+from zoo.train import SimBERTBatches, fit
 
-setup_cli()
-config = parse(SimBERTConfig)
+job = zoo.job("train simbert")  # the flags of `zoo train simbert`, and its results writer
+config = job.parse()
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or "runs/simbert"
-setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
+setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: groups of similar sentences (by default the connected components of the tasks' train positives).
-groups, files = training_groups(config)
-groups = groups[: config.limit_groups] if config.limit_groups else groups
-valid = load_splits("LCQMC", config.data_dir, splits=("valid",))["valid"]
+if config.groups:
+    groups, files = read_synonym_groups(config.groups), {"groups": config.groups}
+else:
+    groups, files = positive_pair_groups(config.tasks, config.data_dir)
+groups = groups[: config.limit_train] if config.limit_train else groups
+valid = load_splits("LCQMC", config.data_dir, splits=("valid",), limit_eval=config.limit_eval)["valid"]
 files["LCQMC.valid"] = valid.path
 
 # 2. Model: BERT with its MLM head, a linear pooler, and (by default) SimBERT's slimmed vocabulary.
@@ -56,4 +70,4 @@ run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, eval
           save_every=config.save_every, show_progress=config.progress, metadata={"job": "simbert"})
 
 # 5. Evaluate (the retrieval head on test splits, gen_synonyms samples) and 6. write the results.
-report(config, checkpoint, output, run, groups, files, t0)
+job.report(config, checkpoint, output, run, groups, files, t0)

@@ -1,51 +1,82 @@
 """A bi-encoder on any task or several (CoSENT, Sentence-BERT softmax, cosine MSE), written out.
 
-    python tasks/train_bi_encoder.py --task BQ --loss sbert --data-dir ../shared/data --output runs/BQ_sbert_cls
-    python tasks/train_bi_encoder.py --task LCQMC,BQ,ATEC,STS-B --eval-tasks PAWSX --data-dir ../shared/data
+    python tasks/train_bi_encoder.py --tasks BQ --loss sbert --data-dir ../shared/data --output runs/BQ_sbert_cls
+    python tasks/train_bi_encoder.py --tasks LCQMC,BQ,ATEC,STS-B --eval-tasks PAWSX --data-dir ../shared/data
 
 The same job as `zoo train bi-encoder` (zoo/jobs/bi_encoder.py); tasks/lcqmc_cosent.py is the one-task case.
+
+Recorded run (written by tools/results_pages.py from the shipped preset's ship.json):
+<!-- generated: preset zoo-embed-zh-L4 -->
+    python tasks/train_bi_encoder.py --tasks LCQMC,BQ,ATEC,STS-B --eval-tasks PAWSX --batching task \\
+        --limit-train 80000 --pooling first-last-avg --warmup 0.1 --data-dir ../shared/data --epochs 1 --lr 1e-4 \\
+        --save-every 500 --checkpoint ../shared/models/chinese_L-4_H-256_A-4/google --output runs/general_L4
+
+Shipped as the preset zoo-embed-zh-L4: test Spearman ATEC 38.76, BQ 61.59, LCQMC 72.33, PAWS-X 5.63, STS-B 63.64; 58
+min of training on 2 CPU cores (data/presets/zoo-embed-zh-L4/ship.json).
+<!-- /generated -->
 """
 
+import zoo
+
+zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the terminal; Ctrl-C ends in one line
+
+# ruff: noqa: E402  (imports after setup_cli)
 import time
 
-import zoo  # noqa: I001  (first: it imports Keras with TensorFlow's start-up lines silenced)
 import keras
 
-from zoo.config import parse
+from zoo.augment import WORD_ORDER, word_order_pairs
+from zoo.corpus import read_corpus
 from zoo.data import load_splits
-from zoo.evaluation import MeanEvaluator, SpearmanEvaluator
-from zoo.jobs.bi_encoder import BiEncoderConfig, objective_loss, report, train_batches
-from zoo.jobs.common import limit_eval, setup_distribution
-from zoo.jobs.evaluate import evaluate_task
-from zoo.logs import setup_cli
-from zoo.models import build_pair_trainer
-from zoo.train import fit, learning_rate
+from zoo.distribute import setup_for
+from zoo.evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
+from zoo.losses import objective_labels, objective_loss
+from zoo.models import build_trainer
+from zoo.train import InverseClozeBatches, fit, learning_rate, pair_training_batches, streamed_pairs
 
-setup_cli()
-config = parse(BiEncoderConfig)
+job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its results writer
+config = job.parse()
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
-output = config.output or f"runs/{'+'.join(config.tasks)}_{config.objective}_{config.pooling}"
-setup_distribution(config)  # --distribute data-parallel: every device (README: many GPUs / hosts)
+output = config.output or f"runs/{config.task}_{config.objective}_{config.pooling}"
+setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: each task's train / valid / test pairs (with --stream / --train-files, train is read lazily in step 3).
-splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train, config.kept_splits), config.limit_eval)
+splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
           for t in config.tasks}
 
-# 2. Model.
+# 2. Model (--query-prefix: put before search queries, saved with it).
 encoder = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+encoder.query_prefix = config.query_prefix
 
-# 3. Loss and batches: one task's pairs, or several tasks' (one task per batch, or mixed: --batching).
-batches = train_batches(config, encoder.tokenizer, splits)
-# cosine per pair (at each --matryoshka-dims too), or the SBERT softmax head
-trainer = build_pair_trainer(encoder, config.objective, matryoshka_dims=config.matryoshka_dims)
+# 3. Loss and batches: one task's pairs, or several tasks' (one task per batch, or mixed: --batching), each batch
+#    with --word-order-negatives rewrites of its sentences (label 0); --ict-corpus adds inverse cloze batches.
+if config.streamed:
+    batches = streamed_pairs(config, encoder.tokenizer, config.tasks[0],
+                             lambda y, graded: objective_labels(config.objective, y, graded))
+else:
+    ict = [InverseClozeBatches(encoder.tokenizer, read_corpus(config.ict_corpus), config.batch_size, config.ict_maxlen,
+                               config.ict_maxlen - 2, config.query_prefix, limit=config.ict_limit, seed=config.seed)
+           ] if config.ict_corpus else []
+    batches = pair_training_batches(encoder.tokenizer, {t: splits[t]["train"] for t in config.tasks},
+                                    config.batch_size, config.maxlen, objective=config.objective,
+                                    batching=config.batching, length_buckets=config.length_buckets,
+                                    in_batch=bool(config.in_batch_weight),
+                                    word_order_negatives=config.word_order_negatives, seed=config.seed, extra=ict)
+# cosine per pair (at each --matryoshka-dims too), the SBERT softmax head, or the embeddings (--in-batch-weight)
+trainer = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
 trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, config.epochs * len(batches))),
-                loss=objective_loss(config.objective, config.matryoshka_dims), jit_compile=config.jit_compile)
+                loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
+                jit_compile=config.jit_compile)
 
-# 4. Train, keeping the best model by valid Spearman (the mean over tasks when there are several).
+# 4. Train, keeping the best model by valid Spearman (the mean over tasks, and the word-order set, when several).
 evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in config.tasks}
-evaluator = evaluators[config.tasks[0]] if len(config.tasks) == 1 else MeanEvaluator(evaluators)
+if config.word_order_valid:  # LCQMC valid's paraphrases, and each first text against its word-order rewrite
+    lcqmc_valid = load_splits("LCQMC", config.data_dir, splits=("valid",), limit_eval=config.limit_eval)["valid"]
+    evaluators[WORD_ORDER] = SpearmanEvaluator(word_order_pairs(lcqmc_valid), config.eval_batch_size,
+                                               name=WORD_ORDER)
+evaluator = evaluators[config.tasks[0]] if len(evaluators) == 1 else MeanEvaluator(evaluators)
 evaluator.name = "valid"
 run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=encoder,
           save_every=config.save_every, show_progress=config.progress,
@@ -55,8 +86,8 @@ run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, eval
 best = zoo.SentenceEncoder.from_preset(run.model_dir)
 scores = {t: evaluate_task(best, splits[t], config.eval_batch_size) for t in config.tasks}
 for t in config.eval_tasks:
-    scores[t] = evaluate_task(best, limit_eval(load_splits(t, config.data_dir, splits=("valid", "test")),
-                                               config.limit_eval), config.eval_batch_size)
+    scores[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
+                                                limit_eval=config.limit_eval), config.eval_batch_size)
 
 # 6. Results.
-report(config, checkpoint, output, run, splits, scores, t0, batches)
+job.report(config, checkpoint, output, run, splits, scores, t0, batches)

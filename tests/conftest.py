@@ -21,6 +21,9 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# precision="auto" (encode's default) runs the Keras model in the tests, whose expectations are Keras' outputs;
+# tests/test_fused_onnx.py unsets it to test auto's own choice
+os.environ.setdefault("ZOO_PRECISION", "fp32")
 
 SHARED = Path(os.environ.get("ZOO_SHARED") or Path(os.path.abspath(__file__)).parents[2] / "shared")
 BERT_VOCAB = "data/vocab/bert-base-chinese/vocab.txt"
@@ -237,7 +240,7 @@ def load_quietly(path, **kwargs):
     """zoo.load_backbone (its report of missing/unused variables is logged; tests check load_report)."""
     import zoo
 
-    return zoo.load_backbone(str(path), **kwargs)
+    return zoo.BertBackbone.from_preset(str(path), **kwargs)
 
 
 @contextlib.contextmanager

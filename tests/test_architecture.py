@@ -4,12 +4,14 @@ nothing, the command line starts quietly and has one parser for every job, and t
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from zoo.presets import save_preset
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = ("cuda", "oneDNN", "absl::InitializeLog", "cpu_feature_guard", "XLA service")
@@ -71,6 +73,48 @@ def test_no_import_cycle_in_zoo():
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]  # the checker sees a cycle
 
 
+def layer_table():
+    """[(layer, {module names})] in the order of docs/architecture.md's table (``jobs/`` is every module of the
+    package ``zoo.jobs``; ``checkpoints/`` likewise)."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = text.split("## Layers", 1)[1].split("\n\n## ", 1)[0]
+    layers = []
+    for line in rows.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or cells[0] in ("layer", "---"):
+            continue
+        names = set(re.findall(r"`([\w/]+)`", re.sub(r"\([^)]*\)", "", cells[1])))  # "`jobs/` (`a`, ...)": jobs/
+        layers.append((cells[0], names))
+    return layers
+
+
+def layer_of(module, layers):
+    """The index of ``module``'s row in the layer table, or None."""
+    short = module.removeprefix("zoo.")
+    for i, (_, names) in enumerate(layers):
+        for name in names:
+            if name.endswith("/") and (short == name[:-1] or short.startswith(name[:-1] + ".")):
+                return i
+            if short == name or (short == "zoo" and name == "__init__") or short == name.replace("/", "."):
+                return i
+    return None
+
+
+def test_modules_import_only_their_own_and_lower_layers():
+    """The layer table of docs/architecture.md, enforced: every module has a row, and none imports a later one."""
+    layers, graph = layer_table(), import_graph()
+    assert [name for name, _ in layers][:2] == ["leaves", "formats and data"] and len(layers) == 7
+    unplaced = sorted(m for m in graph if m != "zoo" and layer_of(m, layers) is None)
+    assert not unplaced, f"modules missing from docs/architecture.md's layer table: {unplaced}"
+    upward = sorted(f"{m} ({layers[layer_of(m, layers)][0]}) imports {t} ({layers[layer_of(t, layers)][0]})"
+                    for m, targets in graph.items() if m != "zoo" for t in targets
+                    if layer_of(t, layers) is not None and layer_of(t, layers) > layer_of(m, layers))
+    assert not upward, upward
+    # the checker sees a violation: a leaf importing the models layer
+    fake = {"zoo.errors": {"zoo.models.task"}, "zoo.models.task": set()}
+    assert any(layer_of(t, layers) > layer_of(m, layers) for m, ts in fake.items() for t in ts)
+
+
 def run_python(code, env=None):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**os.environ, **(env or {})})
@@ -91,7 +135,12 @@ def test_import_zoo_changes_no_environment_and_reaches_every_submodule():
                        env={"TF_CPP_MIN_LOG_LEVEL": ""})
     by_tensorflow = set(json.loads(plain.stdout.strip().splitlines()[-1])["changed"])
     assert "TF_CPP_MIN_LOG_LEVEL" not in by_zoo and by_zoo <= by_tensorflow, by_zoo - by_tensorflow
-    assert not [line for line in done.stderr.splitlines() if any(n in line for n in NOISE)], done.stderr
+    # the library leaves file descriptor 2 alone: TensorFlow's own start-up lines pass through (the command-line
+    # tools hide them: test_cli_starts_quietly_and_every_command_has_help)
+    assert [line for line in done.stderr.splitlines() if any(n in line for n in NOISE)], done.stderr
+    bare = run_python("import sys, zoo; print(sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') "
+                      "if m in sys.modules))", env={"TF_CPP_MIN_LOG_LEVEL": ""})
+    assert bare.returncode == 0 and bare.stdout.strip() == "[]" and bare.stderr == "", bare.stderr
 
 
 def test_cli_starts_quietly_and_every_command_has_help():
@@ -107,7 +156,7 @@ def test_cli_starts_quietly_and_every_command_has_help():
         with pytest.raises(SystemExit) as e:
             parser.parse_args(words + ["--help"])
         assert e.value.code == 0, words
-    args = parser.parse_args(["train", "bi-encoder", "--task", "BQ", "--loss", "sbert", "--no-length-buckets"])
+    args = parser.parse_args(["train", "bi-encoder", "--tasks", "BQ", "--loss", "sbert", "--no-length-buckets"])
     from zoo.jobs.bi_encoder import BiEncoderConfig
 
     assert args.config_class is BiEncoderConfig and args.objective == "sbert" and args.length_buckets is False
@@ -119,11 +168,11 @@ def test_bad_flag_fails_before_anything_is_loaded_or_written(tmp_path, capsys):
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
-        main(["train", "bi-encoder", "--task", "LCQMC", "--warmup", "1.5", "--output", str(out),
+        main(["train", "bi-encoder", "--tasks", "LCQMC", "--warmup", "1.5", "--output", str(out),
               "--data-dir", str(tmp_path / "no-data-here")])
     assert e.value.code == 2 and "--warmup" in capsys.readouterr().err and not out.exists()
     with pytest.raises(SystemExit):
-        main(["train", "bi-encoder", "--task", "LCQMC,NOPE"])
+        main(["train", "bi-encoder", "--tasks", "LCQMC,NOPE"])
     assert "NOPE" in capsys.readouterr().err
     from zoo.jobs.pretrain import PretrainConfig
 
@@ -140,10 +189,10 @@ def test_no_progress_flag_silences_every_bar_of_the_process(monkeypatch, capsys)
     monkeypatch.setattr(logs, "_bars_shown", True)  # restored after the test
     list(logs.batch_starts(1000, 10, "predict"))
     assert "predict" in capsys.readouterr().err  # 100 batches: a bar by default
-    parse(BiEncoderConfig, ["--task", "LCQMC"])
+    parse(BiEncoderConfig, ["--tasks", "LCQMC"])
     list(logs.batch_starts(1000, 10, "predict"))
     assert "predict" in capsys.readouterr().err  # with progress bars on, parsing changes nothing
-    parse(BiEncoderConfig, ["--task", "LCQMC", "--no-progress"])
+    parse(BiEncoderConfig, ["--tasks", "LCQMC", "--no-progress"])
     list(logs.batch_starts(1000, 10, "predict"))
     assert capsys.readouterr().err == ""
     list(logs.batch_starts(1000, 10, "predict", enabled=True))
@@ -162,7 +211,7 @@ def test_evaluate_and_encode_commands(tmp_path, capsys):
     chars = list(dict.fromkeys(CJK_CHARS))[:160]
     keras.utils.set_random_seed(0)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
-    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32), zoo.Tokenizer(vocab),
+    save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32), zoo.Tokenizer(vocab),
                     tmp_path / "bb")
     assert main(["evaluate", "--model", str(tmp_path / "bb"), "--tasks", "LCQMC", "--data-dir",
                  str(tmp_path / "data"), "--output", str(tmp_path / "eval")]) == 0
@@ -178,3 +227,87 @@ def test_evaluate_and_encode_commands(tmp_path, capsys):
     assert main(["encode", "--model", str(tmp_path / "bb"), "--input", str(tmp_path / "missing.txt"), "--output",
                  str(tmp_path / "w.npy")]) == 2
     assert "missing.txt" in capsys.readouterr().err and not (tmp_path / "w.npy").exists()
+
+
+def test_recipes_import_public_names_only():
+    """tasks/*.py are written on zoo's public API: nothing from zoo.jobs, no name starting with "_"."""
+    offending = []
+    for path in sorted((REPO / "tasks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zoo"):
+                if node.module.startswith("zoo.jobs") or any(a.name.startswith("_") for a in node.names):
+                    offending.append(f"{path.name}: from {node.module} import {[a.name for a in node.names]}")
+            elif isinstance(node, ast.Import):
+                offending += [f"{path.name}: import {a.name}" for a in node.names if a.name.startswith("zoo.jobs")]
+            elif isinstance(node, ast.Attribute) and (node.attr == "jobs" or node.attr.startswith("_")) and \
+                    isinstance(node.value, ast.Name) and node.value.id == "zoo":
+                offending.append(f"{path.name}: zoo.{node.attr}")
+    assert len(list((REPO / "tasks").glob("*.py"))) >= 8 and not offending, offending
+
+
+def test_keras_finds_zoo_classes_after_a_bare_import_zoo_in_either_order(tmp_path):
+    """``import zoo`` loads no Keras, yet ``keras.saving.load_model`` finds zoo's classes whether Keras is imported
+    before zoo or after it (the registration hook)."""
+    import keras
+
+    import zoo
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "你", "好"]
+    encoder = zoo.SentenceEncoder(zoo.BertBackbone(len(vocab), 1, 2, 8, 16, max_sequence_length=16),
+                                  zoo.Tokenizer(vocab))
+    path = str(tmp_path / "enc.keras")
+    encoder.save(path)
+    want = encoder.encode(["你好"])
+    for first, second in (("zoo", "keras"), ("keras", "zoo")):
+        done = run_python(f"import numpy as np, {first}, {second}; m = keras.saving.load_model({path!r}); "
+                          f"print(type(m).__name__, np.abs(m.encode(['你好']) - np.array({want.tolist()})).max())")
+        assert done.returncode == 0, done.stderr[-3000:]
+        name, diff = done.stdout.split()[-2:]
+        assert name == "SentenceEncoder" and float(diff) < 1e-6, (first, done.stdout)
+    assert keras.saving.get_registered_object("zoo>SentenceEncoder") is zoo.SentenceEncoder
+
+
+def test_deprecated_names_warn_with_their_replacement_and_still_work(tmp_path, tiny_vocab):
+    """Every alias kept for a release warns (DeprecationWarning naming the replacement and the release that removes
+    it) and still does its job; no doc teaches them."""
+    import zoo
+    from zoo.presets import load_saved
+
+    vocab = tiny_vocab[0]
+    backbone = zoo.BertBackbone(len(vocab), 1, 2, 8, 16, max_sequence_length=16)
+    tokenizer = zoo.Tokenizer(vocab)
+    encoder = zoo.SentenceEncoder(backbone, tokenizer)
+    with pytest.warns(DeprecationWarning, match=r"zoo.save_preset is deprecated .* zoo 0\.4: use model.save_to_pre"):
+        zoo.save_preset(backbone, tokenizer, tmp_path / "bb")
+    for name, replacement in [("load_backbone", "zoo.BertBackbone.from_preset"),
+                              ("load_tokenizer", "zoo.Tokenizer.from_preset"), ("load_model", "zoo.from_preset"),
+                              ("load_preset", "zoo.from_preset")]:
+        with pytest.warns(DeprecationWarning, match=f"zoo.{name} is deprecated.*use {re.escape(replacement)}"):
+            loaded = getattr(zoo, name)(tmp_path / "bb")
+        assert loaded is not None
+    with pytest.warns(DeprecationWarning, match=r"SentenceEncoder.save\(folder\) is deprecated.*save_to_preset"):
+        encoder.save(tmp_path / "enc")
+    assert type(load_saved(tmp_path / "enc")).__name__ == "SentenceEncoder"
+    with pytest.warns(DeprecationWarning, match="Tokenizer.save is deprecated"):
+        tokenizer.save(tmp_path / "tok")
+    with pytest.warns(DeprecationWarning, match="SentenceEncoder.from_checkpoint is deprecated"):
+        zoo.SentenceEncoder.from_checkpoint(tmp_path / "enc")
+    with pytest.warns(DeprecationWarning, match="SentenceEncoder.load is deprecated"):
+        zoo.SentenceEncoder.load(tmp_path / "enc")
+    docs = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / "zoo").rglob("*.py")]
+    taught = [f"{p.name}: {n}" for p in docs for n in ("zoo.load_backbone", "zoo.load_tokenizer", "zoo.load_model(",
+                                                        "zoo.load_preset", "zoo.save_preset(")
+              if n in p.read_text(encoding="utf-8")]
+    assert not taught, taught
+
+
+def test_every_submodule_is_an_attribute_of_a_bare_import_zoo():
+    """``import zoo`` then ``zoo.logs``, ``zoo.train`` ...: every module of the package is reachable by attribute."""
+    import pkgutil
+
+    import zoo
+
+    names = sorted(m.name for m in pkgutil.iter_modules(zoo.__path__) if not m.name.startswith("_"))
+    done = run_python("import zoo; print([n for n in %r if getattr(zoo, n) is None])" % names)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-3000:]
+    assert {"logs", "train", "data", "cli"} <= set(names)

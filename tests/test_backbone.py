@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import zoo
+from zoo.presets import load_saved
 from conftest import (L4, L6, assert_outputs_close, require_module, hf_google_pairs, load_quietly, max_diff, randomize_,
                       read_pairs, require_shared, tiny_bert_config, torch_outputs, zoo_outputs)
 
@@ -28,7 +29,7 @@ def lcqmc_batch():
     pairs = read_pairs(data)
     picked = [pairs[i] for i in np.linspace(0, len(pairs) - 1, 64).astype(int)]
     picked[-1] = (picked[-1][0] * 6, picked[-1][1] * 6)  # one long pair, so truncation is exercised too
-    tok = zoo.load_tokenizer(str(vocab))
+    tok = zoo.Tokenizer.from_preset(str(vocab))
     a, b = zip(*picked)
     batch = tok(list(a), list(b), maxlen=64, pad_to=64)
     assert batch["token_ids"].shape == (64, 64)
@@ -121,7 +122,7 @@ JAX_SCRIPT = textwrap.dedent("""
     import keras
     import zoo
     assert keras.backend.backend() == "jax", keras.backend.backend()
-    backbone = zoo.load_backbone(sys.argv[1], with_mlm=True)
+    backbone = zoo.BertBackbone.from_preset(sys.argv[1], with_mlm=True)
     batch = dict(np.load(sys.argv[2]))
     out = backbone(batch, training=False)
     np.savez(sys.argv[3], backend=keras.backend.backend(),
@@ -148,9 +149,9 @@ def test_default_preset_equals_google_checkpoint(l4_google, lcqmc_batch):
     """The shipped preset (data/presets) is the reference L4 checkpoint, bit for bit."""
     google_dir = require_shared(f"{L4}/google")
     assert zoo.DEFAULT_PRESET == "chinese_L-4_H-256_A-4"
-    model, tok = zoo.load_preset(zoo.DEFAULT_PRESET)
+    model, tok = load_saved(zoo.DEFAULT_PRESET), zoo.Tokenizer.from_preset(zoo.DEFAULT_PRESET)
     assert isinstance(model, zoo.BertBackbone) and model.with_mlm
-    assert tok.vocab == zoo.load_tokenizer(str(google_dir)).vocab and tok.do_lower_case
+    assert tok.vocab == zoo.Tokenizer.from_preset(str(google_dir)).vocab and tok.do_lower_case
     out = zoo_outputs(model, lcqmc_batch)
     for k in OUTPUTS:
         np.testing.assert_array_equal(out[k], l4_google[1][k], err_msg=k)
@@ -181,7 +182,7 @@ def test_exact_erf_gelu(tmp_path, tiny_vocab, tiny_batch):
     config = tiny_bert_config(len(tiny_vocab[0]), initializer_range=0.2)
     model = randomize_(BertModel(config), seed=1, scale=0.1)
     model.save_pretrained(tmp_path)
-    backbone = zoo.load_backbone(str(tmp_path))
+    backbone = zoo.BertBackbone.from_preset(str(tmp_path))
     assert backbone.activation == "gelu"
     out = zoo_outputs(backbone, tiny_batch)
     erf = torch_outputs(model, tiny_batch)
@@ -198,7 +199,7 @@ def test_exact_erf_gelu(tmp_path, tiny_vocab, tiny_batch):
     assert d_ref > 5e-4 and d_tanh > 100 * d_erf
     # and a config asking for the tanh form gets it
     tanh_model.save_pretrained(tmp_path / "tanh")
-    tanh_backbone = zoo.load_backbone(str(tmp_path / "tanh"))
+    tanh_backbone = zoo.BertBackbone.from_preset(str(tmp_path / "tanh"))
     assert max_diff(zoo_outputs(tanh_backbone, tiny_batch)["sequence_output"], tanh["sequence_output"], mask) <= 1e-5
 
 
@@ -309,7 +310,7 @@ def test_keep_tokens(tiny_hf, tiny_vocab, tiny_zoo, tiny_batch):
     assert max_diff(got["sequence_output"], want["sequence_output"], mask) <= 1e-6
     assert max_diff(got["mlm_logits"], want["mlm_logits"][..., keep], mask) <= 1e-5
     # a simplified tokenizer and a keep_tokens backbone work together
-    tok = zoo.load_tokenizer(str(tiny_hf["dir"]), simplified=True)
+    tok = zoo.Tokenizer.from_preset(str(tiny_hf["dir"]), simplified=True)
     assert tok.keep_tokens == keep and tok.vocab == new_tokens
 
 

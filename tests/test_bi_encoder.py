@@ -7,6 +7,7 @@ import pytest
 import zoo
 from conftest import synthetic_vocab
 from zoo.pooling import Pooling
+from zoo.presets import save_preset
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ def test_similarity(tiny_encoders):
 def test_save_load_round_trips(tiny_encoders, tmp_path, pooling):
     enc = tiny_encoders[pooling]
     expected = enc.encode(TEXTS)
-    enc.save(tmp_path / "preset")
+    enc.save_to_preset(tmp_path / "preset")
     loaded = zoo.SentenceEncoder.load(tmp_path / "preset")
     assert loaded.pooling == pooling and loaded.tokenizer.vocab == enc.tokenizer.vocab
     np.testing.assert_allclose(loaded.encode(TEXTS), expected, atol=1e-6)
@@ -93,7 +94,7 @@ def test_save_load_round_trips(tiny_encoders, tmp_path, pooling):
     assert isinstance(from_keras, zoo.SentenceEncoder) and from_keras.tokenizer is not None
     np.testing.assert_allclose(from_keras.encode(TEXTS), expected, atol=1e-6)
     # the backbone of a trained encoder preset loads on its own
-    bb = zoo.load_backbone(tmp_path / "preset")
+    bb = zoo.BertBackbone.from_preset(tmp_path / "preset")
     assert bb.num_layers == 2
 
 
@@ -135,8 +136,8 @@ def test_float16_preset_is_half_the_size_and_loads_into_float32(tiny_encoders, t
     import h5py
 
     enc = tiny_encoders["cls"]
-    enc.save(tmp_path / "f32")
-    enc.save(tmp_path / "f16", weights_dtype="float16")
+    enc.save_to_preset(tmp_path / "f32")
+    enc.save_to_preset(tmp_path / "f16", weights_dtype="float16")
     size = {d: (tmp_path / d / "model.weights.h5").stat().st_size for d in ("f32", "f16")}
     params = sum(int(np.prod(w.shape)) for w in enc.weights)
     assert size["f32"] - size["f16"] >= 0.95 * 2 * params, (size, params)  # 2 bytes saved per weight
@@ -156,13 +157,13 @@ def test_float16_preset_is_half_the_size_and_loads_into_float32(tiny_encoders, t
                               enc.tokenizer, maxlen=16)
     big.backbone.weights[0].assign(np.full(big.backbone.weights[0].shape, 1e6, "float32"))
     with pytest.raises(ValueError, match="beyond float16"):
-        big.save(tmp_path / "big", weights_dtype="float16")
+        big.save_to_preset(tmp_path / "big", weights_dtype="float16")
     assert not (tmp_path / "big").exists()
 
 
 def test_from_checkpoint_and_use_as_layer(tiny_encoders, tmp_path):
     src = tiny_encoders["cls"]
-    zoo.save_preset(src.backbone, src.tokenizer, tmp_path / "bb")
+    save_preset(src.backbone, src.tokenizer, tmp_path / "bb")
     enc = zoo.SentenceEncoder.from_checkpoint(tmp_path / "bb", pooling="cls", maxlen=32)
     np.testing.assert_allclose(enc.encode(TEXTS), src.encode(TEXTS), atol=1e-6)
     # inside a user's functional model, with a head on top, trainable
@@ -182,3 +183,155 @@ def test_first_last_avg_needs_hidden_states(tiny_encoders):
         zoo.SentenceEncoder(bb, pooling="first-last-avg")
     with pytest.raises(ValueError, match="pooling must be one of"):
         zoo.SentenceEncoder(bb, pooling="max")
+
+
+# ------------------------------------------------------------------ word-order negatives and in-batch ranking
+PEOPLE = ["我", "你", "他", "我们", "老人", "女子", "工人", "先生"]
+ROLE_TEMPLATES = ["{}给{}打电话", "{}比{}高", "{}问{}", "{}教{}"]
+
+
+def word_order_task(folder, sizes=(64, 40, 40), seed=0):
+    """LCQMC-style files of role sentences ('A给B打电话'): a paraphrase adds 了 or 吗; a non-paraphrase has other
+    people. Every sentence has a word-order rewrite (B给A打电话)."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in zip(("train", "valid", "test"), sizes):
+        lines = []
+        for i in range(n):
+            template = ROLE_TEMPLATES[int(rng.integers(len(ROLE_TEMPLATES)))]
+            x, y, u, v = rng.choice(PEOPLE, 4, replace=False)
+            a = template.format(x, y)
+            b = template.format(x, y) + "了" if i % 2 else template.format(u, v)
+            lines.append(f"{a}\t{b}\t{i % 2}\n")
+        (folder / f"LCQMC.{split}.data").write_text("".join(lines), encoding="utf-8")
+
+
+def test_hard_negative_batches_add_rewrites_of_the_batch_sentences():
+    """Each batch gets per_batch more pairs (a sentence of the batch, its rewrite, 0), paraphrase pairs' sentences
+    first, b when a has none, repeated when too few; batches stay a function of (seed, epoch), resumable."""
+    from zoo.data import PairDataset
+    from zoo.train import PairBatches
+    from zoo.train.batches import HardNegativeBatches
+
+    tok = zoo.Tokenizer(synthetic_vocab())
+    a = ["今天天气很好", "我们", "好人", "中国人", "大家好", "你好", "天气", "人"]
+    b = ["天气很好", "在中国说的话", "好", "我们在中国", "好了", "你好吗", "好天", "不好"]
+    data = PairDataset(a, b, np.array([1, 0, 1, 0, 1, 0, 1, 0], "float32"))
+    base = PairBatches(tok, data, 4, 16, length_buckets=False)
+    calls = []
+
+    def reverse(text):  # a stand-in for a rewrite: None for texts of 2 characters or fewer
+        calls.append(text)
+        return text[::-1] if len(text) > 2 else None
+
+    batches = HardNegativeBatches(base, data, reverse, per_batch=2)
+    epoch = list(batches.epoch(0, 0))
+    assert len(epoch) == len(base) == 2
+    for (step, x, y), index in zip(epoch, base.epoch_batches(0, 0)):
+        assert x["token_ids"].shape[0] == 2 * (4 + 2) and y.tolist()[4:] == [0.0, 0.0]
+        ranked = sorted(index, key=lambda i: -data.labels[i])  # stable: paraphrases first, in batch order
+        expected = [(t, t[::-1]) for i in ranked for t in [next((t for t in (a[i], b[i]) if len(t) > 2), None)] if t]
+        expected = (expected * 2)[:2]
+        rows = x["token_ids"][8:]
+        for k, (text, rewritten) in enumerate(expected):
+            assert rows[2 * k][1:1 + len(text)].tolist() == tok.piece_ids([text])[0]
+            assert rows[2 * k + 1][1:1 + len(rewritten)].tolist() == tok.piece_ids([rewritten])[0]
+    again = list(batches.epoch(0, 0, start_step=1))
+    np.testing.assert_array_equal(again[0][1]["token_ids"], epoch[1][1]["token_ids"])
+    none = HardNegativeBatches(base, data, lambda text: None, per_batch=2)
+    assert all(len(y) == 4 for _, _, y in none.epoch(0, 0))  # nothing to add: the batch as it is
+
+
+def test_pair_training_batches_word_order_negatives_and_anchor_flags(tmp_path):
+    """--word-order-negatives N: each 0/1 task's batches get N (sentence, word-order rewrite, 0) pairs (graded
+    tasks none); --in-batch-weight: labels [B, 2] = (label, anchor flag: label 1, or 4 and up of 0-5)."""
+    from collections import Counter
+
+    from zoo.data import load_task
+    from zoo.train.batches import pair_training_batches
+
+    word_order_task(tmp_path / "LCQMC")
+    tok = zoo.Tokenizer(synthetic_vocab())
+    lcqmc = load_task("LCQMC", "train", str(tmp_path))
+    graded = zoo.data.PairDataset(lcqmc.texts_a, lcqmc.texts_b, lcqmc.labels * 5)
+    batches = pair_training_batches(tok, {"LCQMC": lcqmc, "STS-B": graded}, 16, 16, word_order_negatives=3,
+                                    in_batch=True)
+    sizes = Counter()
+    for _, x, y in batches.epoch(0, 0):
+        assert y.shape[1] == 2
+        is_graded = y[:, 0].max() > 1
+        sizes[is_graded, len(y)] += 1
+        np.testing.assert_array_equal(y[:, 1], y[:, 0] >= (4 if is_graded else 1))
+        if not is_graded:
+            assert y[16:].tolist() == [[0.0, 0.0]] * 3
+            for row_a, row_b in zip(x["token_ids"][32::2], x["token_ids"][33::2]):
+                ca, cb = (Counter(tok.decode(r[r > 0].tolist())) for r in (row_a, row_b))
+                assert ca == cb and row_a.tolist() != row_b.tolist()  # the same characters, another order
+    assert sizes == {(False, 19): 4, (True, 16): 4}
+
+
+def tiny_job_flags(root):
+    """A tiny preset and the word-order task under ``root``; the flags of a short bi-encoder run on them."""
+    if not (root / "preset").exists():
+        keras.utils.set_random_seed(1)
+        tok = zoo.Tokenizer(synthetic_vocab())
+        zoo.save_preset(zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=32, dropout=0.0), tok,
+                        root / "preset")
+        word_order_task(root / "data" / "LCQMC")
+    return ["--tasks", "LCQMC", "--checkpoint", str(root / "preset"), "--data-dir", str(root / "data"),
+            "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--eval-batch-size", "64", "--no-progress",
+            "--no-jit-compile", "--word-order-valid"]
+
+
+def test_word_order_negatives_teach_word_order_and_select_on_it(tmp_path):
+    """On role sentences (A给B打电话) a model trained without word-order negatives keeps scoring a sentence's
+    rewrite (B给A打电话) like a paraphrase; with --word-order-negatives (and the in-batch ranking) the WORDORDER
+    valid Spearman rises far above it. Selection is on the mean of the task's valid Spearman and WORDORDER's."""
+    from zoo.cli import main
+
+    flags = tiny_job_flags(tmp_path) + ["--epochs", "4"]
+    main(["train", "bi-encoder", *flags, "--output", str(tmp_path / "plain")])
+    main(["train", "bi-encoder", *flags, "--word-order-negatives", "4", "--in-batch-weight", "0.5",
+          "--output", str(tmp_path / "negatives")])
+    plain, negatives = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("plain", "negatives"))
+    for results in (plain, negatives):
+        for e in results["epochs"]:
+            assert e["valid_spearman"] == pytest.approx((e["valid_LCQMC_spearman"] + e["valid_WORDORDER_spearman"]) / 2)
+        best = results["epochs"][results["best_epoch"]]
+        assert results["word_order_valid_spearman"] == best["valid_WORDORDER_spearman"]
+        assert results["valid_spearman"] == pytest.approx(best["valid_LCQMC_spearman"], abs=1e-6)
+    assert negatives["word_order_valid_spearman"] > plain["word_order_valid_spearman"] + 20, (
+        plain["word_order_valid_spearman"], negatives["word_order_valid_spearman"])
+
+
+def test_the_recipe_runs_the_word_order_and_in_batch_flags_as_the_job(tmp_path):
+    """tasks/train_bi_encoder.py with --word-order-negatives, --in-batch-weight and --word-order-valid gives the
+    job's curve and scores."""
+    import os
+    import subprocess
+    import sys
+
+    from zoo.cli import main
+
+    flags = tiny_job_flags(tmp_path) + ["--epochs", "1", "--word-order-negatives", "3", "--in-batch-weight", "0.5"]
+    recipe = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks", "train_bi_encoder.py")
+    done = subprocess.run([sys.executable, recipe, *flags, "--output", str(tmp_path / "recipe")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    main(["train", "bi-encoder", *flags, "--output", str(tmp_path / "job")])
+    by_recipe, by_job = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("recipe", "job"))
+    for key in ("valid_spearman", "test_spearman", "test_accuracy", "word_order_valid_spearman"):
+        assert by_recipe[key] == pytest.approx(by_job[key], abs=1e-4), key
+    assert [e["valid_spearman"] for e in by_recipe["epochs"]] == pytest.approx(
+        [e["valid_spearman"] for e in by_job["epochs"]], abs=1e-4)
+    assert by_job["epochs"][1]["valid_WORDORDER_spearman"] != by_job["epochs"][0]["valid_WORDORDER_spearman"]
+
+
+def test_word_order_and_in_batch_flags_are_checked():
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    for bad in ({"word_order_negatives": -1}, {"in_batch_weight": -0.5},
+                {"word_order_negatives": 4, "objective": "sbert"}, {"in_batch_weight": 1.0, "stream": True},
+                {"in_batch_weight": 1.0, "matryoshka_dims": ("8",)}):
+        with pytest.raises(zoo.ConfigError, match="word-order|in-batch"):
+            BiEncoderConfig(**bad)

@@ -17,6 +17,7 @@ from conftest import (assert_outputs_close, google_config_of, hf_google_pairs, h
                       no_warning_logged, write_google_checkpoint, zoo_outputs)
 from zoo.checkpoints.torch_zip import read_torch_zip
 from zoo.errors import CheckpointError
+from zoo.presets import load_saved, save_preset
 
 NSP = ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
 POOLER = ["bert/pooler/dense/bias", "bert/pooler/dense/kernel"]
@@ -103,10 +104,10 @@ def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_ba
     assert ("pytorch_model.bin" in files) == (variant == "pytorch_model.bin")
     if warning:
         with logs(caplog, warning):
-            backbone = zoo.load_backbone(str(folder), with_mlm=with_mlm)
+            backbone = zoo.BertBackbone.from_preset(str(folder), with_mlm=with_mlm)
     else:
         with no_warning_logged(caplog):  # a clean load warns about nothing
-            backbone = zoo.load_backbone(str(folder), with_mlm=with_mlm)
+            backbone = zoo.BertBackbone.from_preset(str(folder), with_mlm=with_mlm)
     report = backbone.load_report
     assert sorted(report.missing) == sorted(missing) and report.unused == unused
     assert len(report.loaded) == len(backbone.weights) - len(missing)
@@ -117,7 +118,7 @@ def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_ba
 def test_bert_model_folder_with_mlm_reports_missing_head(tmp_path, tiny_hf, caplog):
     _save_bert_model(tiny_hf["model"], tmp_path)
     with logs(caplog, "left randomly initialised", logging.WARNING):
-        backbone = zoo.load_backbone(str(tmp_path), with_mlm=True)
+        backbone = zoo.BertBackbone.from_preset(str(tmp_path), with_mlm=True)
     assert backbone.load_report.missing == [
         "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
         "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
@@ -165,21 +166,21 @@ def test_google_folder_written_from_transformers(tiny_google, tiny_batch, tiny_r
     names = {n for n, _ in tf.train.list_variables(str(tiny_google / "bert_model.ckpt"))}
     assert "bert/encoder/layer_1/attention/self/query/kernel" in names and "cls/predictions/output_bias" in names
     with logs(caplog, WARN_UNUSED_NSP):
-        backbone = zoo.load_backbone(str(tiny_google), with_mlm=True)
+        backbone = zoo.BertBackbone.from_preset(str(tiny_google), with_mlm=True)
     assert backbone.load_report.missing == [] and backbone.load_report.unused == NSP
     out = zoo_outputs(backbone, tiny_batch)
     assert_outputs_close(out, tiny_reference, tiny_batch["padding_mask"], TOL, label="tiny google vs torch")
     # a bert4keras-style checkpoint prefix works too
     by_prefix = load_quietly(tiny_google / "bert_model.ckpt", with_mlm=True)
     np.testing.assert_array_equal(zoo_outputs(by_prefix, tiny_batch)["mlm_logits"], out["mlm_logits"])
-    assert zoo.load_tokenizer(str(tiny_google)).vocab == tiny_vocab[0]
+    assert zoo.Tokenizer.from_preset(str(tiny_google)).vocab == tiny_vocab[0]
 
 
 def test_save_google_checkpoint_round_trip(tmp_path, tiny_hf, tiny_arrays, tiny_batch, tiny_vocab, caplog):
     import tensorflow as tf
 
     backbone = load_quietly(tiny_hf["dir"], with_mlm=True)
-    tok = zoo.load_tokenizer(str(tiny_hf["dir"]))
+    tok = zoo.Tokenizer.from_preset(str(tiny_hf["dir"]))
     zoo.save_google_checkpoint(backbone, str(tmp_path / "g"), tokenizer=tok)
     prefix = str(tmp_path / "g" / "bert_model.ckpt")
     # what zoo wrote is the Google layout of the independent mapping, value for value
@@ -192,45 +193,45 @@ def test_save_google_checkpoint_round_trip(tmp_path, tiny_hf, tiny_arrays, tiny_
     assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 32 and config["hidden_act"] == "gelu"
     # and it loads back to the same model
     with no_warning_logged(caplog):
-        again = zoo.load_backbone(str(tmp_path / "g"), with_mlm=True)
+        again = zoo.BertBackbone.from_preset(str(tmp_path / "g"), with_mlm=True)
     assert again.load_report.missing == [] == again.load_report.unused
     a, b = zoo_outputs(backbone, tiny_batch), zoo_outputs(again, tiny_batch)
     for k in a:
         np.testing.assert_array_equal(b[k], a[k], err_msg=k)
-    assert zoo.load_tokenizer(str(tmp_path / "g")).vocab == tiny_vocab[0]
+    assert zoo.Tokenizer.from_preset(str(tmp_path / "g")).vocab == tiny_vocab[0]
 
 
 # ------------------------------------------------------------------------------------------------ errors
 def test_missing_folder(tmp_path):
     missing = tmp_path / "no_such_checkpoint"
     with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
-        zoo.load_backbone(str(missing))
+        zoo.BertBackbone.from_preset(str(missing))
 
 
 def test_unknown_layout_lists_files(tmp_path):
     (tmp_path / "weights.npz").write_bytes(b"0")
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(CheckpointError, match="unknown checkpoint layout") as e:
-        zoo.load_backbone(str(tmp_path))
+        zoo.BertBackbone.from_preset(str(tmp_path))
     assert "weights.npz" in str(e.value) and "notes.txt" in str(e.value) and str(tmp_path) in str(e.value)
 
 
 def test_config_without_weights(tmp_path, tiny_google, tiny_hf):
     shutil.copy(tiny_google / "bert_config.json", tmp_path / "bert_config.json")
     with pytest.raises(CheckpointError, match=r"bert_config\.json found but no \*\.ckpt\.index"):
-        zoo.load_backbone(str(tmp_path))
+        zoo.BertBackbone.from_preset(str(tmp_path))
     hf = tmp_path / "hf"
     hf.mkdir()
     shutil.copy(tiny_hf["dir"] / "config.json", hf / "config.json")
     with pytest.raises(CheckpointError, match=r"config\.json found but no model\.safetensors"):
-        zoo.load_backbone(str(hf))
+        zoo.BertBackbone.from_preset(str(hf))
 
 
 @pytest.mark.parametrize("field", ["num_attention_heads", "hidden_size", "vocab_size"])
 def test_missing_config_field(tmp_path, tiny_google, field):
     folder = copy_google(tiny_google, tmp_path / "g", config_edit=lambda c: c.pop(field))
     with pytest.raises(CheckpointError) as e:
-        zoo.load_backbone(str(folder))
+        zoo.BertBackbone.from_preset(str(folder))
     message = str(e.value)
     assert str(folder / "bert_config.json") in message and field in message, message
 
@@ -241,7 +242,7 @@ def test_wrong_shape_names_file_variable_and_shapes(tmp_path, tiny_google, tiny_
     arrays[name] = arrays[name][:, :16].copy()
     folder = copy_google(tiny_google, tmp_path / "g", arrays=arrays)
     with pytest.raises(CheckpointError) as e:
-        zoo.load_backbone(str(folder))
+        zoo.BertBackbone.from_preset(str(folder))
     message = str(e.value)
     for part in (str(folder / "bert_model.ckpt"), name, "(32, 16)", "(32, 32)"):
         assert part in message, (part, message)
@@ -256,7 +257,7 @@ def test_wrong_shape_in_safetensors_names_the_file(tmp_path, tiny_hf):
     state["bert.embeddings.token_type_embeddings.weight"] = np.zeros((3, 32), "float32")
     save_file(state, str(folder / "model.safetensors"))
     with pytest.raises(CheckpointError) as e:
-        zoo.load_backbone(str(folder))
+        zoo.BertBackbone.from_preset(str(folder))
     message = str(e.value)
     for part in (str(folder / "model.safetensors"), "bert/embeddings/token_type_embeddings", "(3, 32)", "(2, 32)"):
         assert part in message, (part, message)
@@ -267,7 +268,7 @@ def test_missing_encoder_variable_names_file_and_variable(tmp_path, tiny_google,
     arrays = {k: v for k, v in tiny_arrays.items() if k != name}
     folder = copy_google(tiny_google, tmp_path / "g", arrays=arrays)
     with pytest.raises(CheckpointError) as e:
-        zoo.load_backbone(str(folder))
+        zoo.BertBackbone.from_preset(str(folder))
     assert str(folder / "bert_model.ckpt") in str(e.value) and name in str(e.value)
 
 
@@ -279,7 +280,7 @@ def test_unused_and_optimizer_variables_reported(tmp_path, tiny_google, tiny_arr
     arrays["global_step"] = np.array(7, "int64")
     folder = copy_google(tiny_google, tmp_path / "g", arrays=arrays)
     with logs(caplog, "extra_adapter"):
-        backbone = zoo.load_backbone(str(folder), with_mlm=True)
+        backbone = zoo.BertBackbone.from_preset(str(folder), with_mlm=True)
     report = backbone.load_report
     assert report.unused == ["bert/encoder/layer_0/extra_adapter/kernel", *NSP]
     assert report.optimizer_state == 3 and report.missing == []
@@ -292,7 +293,7 @@ def test_missing_pooler_in_google_folder(tmp_path, tiny_google, tiny_arrays, cap
     arrays = {k: v for k, v in tiny_arrays.items() if not k.startswith("bert/pooler/")}
     folder = copy_google(tiny_google, tmp_path / "g", arrays=arrays)
     with logs(caplog, WARN_MISSING_POOLER, logging.WARNING):
-        backbone = zoo.load_backbone(str(folder))
+        backbone = zoo.BertBackbone.from_preset(str(folder))
     assert sorted(backbone.load_report.missing) == POOLER
 
 
@@ -308,15 +309,15 @@ def tiny_backbone(tiny_hf):
 
 
 def test_preset_round_trip(tmp_path, tiny_backbone, tiny_hf, tiny_batch, caplog):
-    tok = zoo.load_tokenizer(str(tiny_hf["dir"]))
+    tok = zoo.Tokenizer.from_preset(str(tiny_hf["dir"]))
     target = tmp_path / "my_preset"
-    assert zoo.save_preset(tiny_backbone, tok, str(target)) == str(target)
+    assert save_preset(tiny_backbone, tok, str(target)) == str(target)
     assert {p.name for p in target.iterdir()} >= {"zoo_config.json", "model.weights.h5", "vocab.txt",
                                                   "tokenizer_config.json"}
     want = zoo_outputs(tiny_backbone, tiny_batch)
     texts = ["我在中国，你好！", "Hello WORLD", "[MASK]是"]
 
-    model, tok2 = zoo.load_preset(str(target))
+    model, tok2 = load_saved(str(target)), zoo.Tokenizer.from_preset(str(target))
     assert isinstance(model, zoo.BertBackbone) and model.with_mlm
     got = zoo_outputs(model, tiny_batch)
     for k in want:
@@ -325,14 +326,14 @@ def test_preset_round_trip(tmp_path, tiny_backbone, tiny_hf, tiny_batch, caplog)
         assert tok2.encode(t, "的") == tok.encode(t, "的")
 
     with no_warning_logged(caplog):
-        again = zoo.load_backbone(str(target), with_mlm=True)
+        again = zoo.BertBackbone.from_preset(str(target), with_mlm=True)
     for k, v in zoo_outputs(again, tiny_batch).items():
         np.testing.assert_array_equal(v, want[k], err_msg=k)
-    assert zoo.load_tokenizer(str(target)).vocab == tok.vocab
-    np.testing.assert_array_equal(zoo.load_model(str(target))(tiny_batch)["pooled_output"], want["pooled_output"])
+    assert zoo.Tokenizer.from_preset(str(target)).vocab == tok.vocab
+    np.testing.assert_array_equal(load_saved(str(target))(tiny_batch)["pooled_output"], want["pooled_output"])
 
     # saving over an existing preset replaces it and leaves no temporary folder behind
-    zoo.save_preset(tiny_backbone, tok, str(target), metadata={"note": "second"})
+    save_preset(tiny_backbone, tok, str(target), metadata={"note": "second"})
     config = json.loads((target / "zoo_config.json").read_text())
     assert config["format"] == "zoo-preset" and config["metadata"]["note"] == "second"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_preset"]
@@ -349,20 +350,20 @@ def test_keras_file_round_trip(tmp_path, tiny_backbone, tiny_batch, caplog):
     for k, v in zoo_outputs(loaded, tiny_batch).items():
         np.testing.assert_array_equal(v, want[k], err_msg=k)
     with no_warning_logged(caplog):
-        backbone = zoo.load_backbone(path, with_mlm=True)
+        backbone = zoo.BertBackbone.from_preset(path, with_mlm=True)
     assert backbone.load_report.missing == [] and backbone.load_report.source == path
     for k, v in zoo_outputs(backbone, tiny_batch).items():
         np.testing.assert_array_equal(v, want[k], err_msg=k)
     with pytest.raises(FileNotFoundError):
-        zoo.load_model(str(tmp_path / "absent.keras"))
+        load_saved(str(tmp_path / "absent.keras"))
 
 
 def test_not_a_preset(tmp_path):
     (tmp_path / "zoo_config.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(CheckpointError, match="not a zoo preset"):
-        zoo.load_model(str(tmp_path))
+        load_saved(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no zoo preset of that name"):
-        zoo.load_model("no-such-preset-name")
+        load_saved("no-such-preset-name")
 
 
 def test_independent_mapping_covers_the_model(tiny_hf):
@@ -379,7 +380,7 @@ def test_preset_manifest_catches_changed_truncated_and_missing_files(tmp_path):
     from conftest import tiny_sentence_encoder
 
     folder = tmp_path / "enc"
-    tiny_sentence_encoder(seed=3).save(folder)
+    tiny_sentence_encoder(seed=3).save_to_preset(folder)
     manifest = json.loads((folder / "zoo_config.json").read_text())["files"]
     assert {"model.weights.h5", "vocab.txt"} <= set(manifest)
     zoo.SentenceEncoder.from_preset(folder)  # intact: loads

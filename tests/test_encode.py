@@ -27,7 +27,7 @@ def setup(tmp_path_factory):
     tok = zoo.Tokenizer(vocab)
     encoder = zoo.SentenceEncoder(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32), tok,
                                   pooling="mean", maxlen=32)
-    encoder.save(root / "enc")
+    encoder.save_to_preset(root / "enc")
     rng = np.random.default_rng(0)
     texts = ["".join(rng.choice(CHARS, int(rng.integers(0, 20)))) for _ in range(45)]
     with gzip.open(root / "texts.txt.gz", "wt", encoding="utf-8") as f:
@@ -107,15 +107,16 @@ def test_bad_inputs_are_named(setup, tmp_path):
         setup[2].encode(["好"], precision="fp8")
 
 
-def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch):
+def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch, tmp_path):
     """... and quantizing leaves the root logger as it was (ONNX Runtime's ``logging.warning`` would give it a
     handler, and every zoo message would print twice)."""
-    require_module("onnxruntime", "pip install onnxruntime tf2onnx")
+    require_module("onnxruntime", "pip install 'zoo[onnx]'")
     import logging
 
     from zoo import inference as runtime
 
     _, texts, encoder = setup
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path))
     monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a program (pytest's own handlers aside)
     runtime._RUNNERS.pop(encoder, None)  # quantized here, whatever ran before
     fp32, int8 = encoder.encode(texts), encoder.encode(texts, precision="int8")
@@ -136,7 +137,27 @@ def test_bf16_falls_back_with_a_warning_or_runs_in_bfloat16(setup, monkeypatch, 
     assert "AVX512-BF16" in caplog.text
     monkeypatch.setattr(runtime, "bf16_supported", lambda: True)
     bf16 = encoder.encode(texts, precision="bf16")
-    copy = runtime._RUNNERS[encoder]["bf16"].__self__
+    copy = runtime._RUNNERS[encoder]["bf16"].fn.__self__
     assert {w.dtype for w in copy.backbone.weights} == {"bfloat16"}
     cosines = np.sum(bf16 * encoder.encode(texts), axis=1)
     assert cosines.min() > 0.99 and not np.allclose(bf16, encoder.encode(texts), atol=1e-6)
+
+
+def test_zoo_encode_runs_auto_by_default_and_records_its_choice(setup, tmp_path, monkeypatch, caplog):
+    """precision auto (the default): decided once, before any chunk (worker processes then read the recorded
+    choice from the cache); the vectors are those of encode at that precision."""
+    require_module("onnxruntime", "pip install 'zoo[onnx]'")
+    from zoo import inference
+
+    root, texts, encoder = setup
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ZOO_PRECISION")
+    assert EncodeConfig(input="x", output="y.npy").precision == "auto"
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        run(root, tmp_path / "v.npy")
+    assert caplog.text.count("precision auto:") == 1
+    [info] = (tmp_path / "cache").glob("onnx/*/info.json")
+    [record] = json.loads(info.read_text())["auto"].values()
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), encoder.encode(texts, precision=record["choice"]),
+                               atol=1e-6)
+    inference.forget(encoder)

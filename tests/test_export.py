@@ -18,6 +18,7 @@ import zoo
 from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab
 from zoo.cli import main as cli
 from zoo.export import GraphTokenizer, export_onnx, export_saved_model, load_exportable, version_path
+from zoo.presets import save_preset
 
 REPO = Path(__file__).resolve().parents[1]
 LCQMC_TEST = REPO / "data" / "LCQMC" / "LCQMC.test.data.gz"
@@ -105,7 +106,7 @@ FUZZ_POOL = list("aAbBéÉçÇİıΣσς ﬁ\u0301\u0308\u0345\u0316\u200b\ufeff
 def test_ingraph_ids_on_every_character_class_and_fuzz(lowercase):
     """Code points in context (all of planes 0-1, a sample of the rest) and random mixes of the tricky ones:
     accents, casing, controls, NUL, zero-width, special tokens in the text, words over 100 characters."""
-    tok = zoo.Tokenizer(zoo.load_tokenizer(zoo.DEFAULT_PRESET).vocab, do_lower_case=lowercase)
+    tok = zoo.Tokenizer(zoo.Tokenizer.from_preset(zoo.DEFAULT_PRESET).vocab, do_lower_case=lowercase)
     graph = tf.function(GraphTokenizer(tok, maxlen=8).pieces)
     if lowercase:
         code_points = [c for c in range(0x20000) if not 0xD800 <= c <= 0xDFFF] + list(range(0x20000, 0x110000, 31))
@@ -175,7 +176,7 @@ def test_export_errors(encoder, exported, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="no tokenizer"):
         export_saved_model(bare, tmp_path / "x")
     assert not (tmp_path / "x").exists()
-    monkeypatch.setitem(sys.modules, "tf2onnx", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pip install 'zoo\[onnx\]'"):
         export_onnx(encoder, tmp_path / "m.onnx")
     assert version_path(tmp_path, "m") == str(tmp_path / "m" / "1")
@@ -185,51 +186,49 @@ def test_export_errors(encoder, exported, tmp_path, monkeypatch):
 
 def test_cli_export_checkpoint_keras_and_onnx(encoder, tmp_path, capsys):
     """A backbone preset exports as a 'cls' SentenceEncoder in <out>/default/1; a .keras SentenceEncoder with
-    --format onnx as <out>/onnx/1/model.onnx + vocab, checked with onnxruntime."""
-    zoo.save_preset(encoder.backbone, encoder.tokenizer, tmp_path / "backbone")
+    --format onnx as <out>/onnx/1/model.onnx (the fused graph) + vocab, checked with onnxruntime."""
+    save_preset(encoder.backbone, encoder.tokenizer, tmp_path / "backbone")
     out = tmp_path / "models"
-    assert cli(["export", "--model", str(tmp_path / "backbone"), "--out", str(out), "--maxlen", "32"]) == 0
+    assert cli(["export", "--model", str(tmp_path / "backbone"), "--output", str(out), "--maxlen", "32"]) == 0
     assert os.listdir(out / "default") == ["1"]
     model = tf.saved_model.load(str(out / "default" / "1"))
     got = model.signatures["serving_default"](text=tf.constant(TEXTS))["embedding"].numpy()
     np.testing.assert_allclose(got, encoder.encode(TEXTS), atol=1e-5)
     loaded = load_exportable(tmp_path / "backbone")
     assert isinstance(loaded, zoo.SentenceEncoder) and loaded.pooling == "cls"
-    assert cli(["export", "--model", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert cli(["export", "--model", str(tmp_path / "nowhere"), "--output", str(out)]) == 2
     assert "nowhere" in capsys.readouterr().err
 
-    require_module("tf2onnx", "pip install 'zoo[onnx]'")
     ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
     encoder.save(str(tmp_path / "enc.keras"))
-    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(out), "--format", "onnx",
+    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(out), "--format", "onnx",
                 "--name", "onnx"]) == 0
     folder = out / "onnx" / "1"
     session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["token_ids", "segment_ids", "padding_mask"]
-    ids = zoo.load_tokenizer(folder)(TEXTS, maxlen=32)
+    ids = zoo.Tokenizer.from_preset(folder)(TEXTS, maxlen=32)
     got = session.run(["embedding"], ids)[0]
     np.testing.assert_allclose(got, encoder.encode(TEXTS), atol=1e-5)
 
 
 def test_export_quantize_int8_onnx_and_bf16_rules(encoder, tmp_path, capsys):
-    """--quantize int8 writes an ONNX Runtime int8 graph (integer matrix products) close to fp32; bf16 is for
-    SavedModels only."""
-    require_module("tf2onnx", "pip install 'zoo[onnx]'")
+    """--quantize int8 writes the fused ONNX Runtime graph in int8 (integer matrix products, QAttention) close to
+    fp32; bf16 is for SavedModels only."""
     ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
     import onnx
 
     encoder.save(str(tmp_path / "enc.keras"))
     out = tmp_path / "models"
-    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(out), "--format", "onnx",
+    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(out), "--format", "onnx",
                 "--quantize", "int8"]) == 0
     path = out / "default" / "1" / "model.onnx"
     ops = {n.op_type for n in onnx.load(str(path)).graph.node}
-    assert "MatMulInteger" in ops and "Gemm" not in ops
+    assert {"MatMulInteger", "QAttention", "EmbedLayerNormalization"} <= ops and not ops & {"Gemm", "Attention"}
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(["embedding"], zoo.load_tokenizer(path.parent)(TEXTS, maxlen=32))[0]
+    got = session.run(["embedding"], zoo.Tokenizer.from_preset(path.parent)(TEXTS, maxlen=32))[0]
     assert np.sum(got * encoder.encode(TEXTS), axis=1).min() > 0.99
     with pytest.raises(SystemExit):
-        cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(out), "--format", "onnx",
+        cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(out), "--format", "onnx",
              "--quantize", "bf16"])
     assert "--quantize bf16 is for --format saved_model" in capsys.readouterr().err
 
@@ -240,11 +239,11 @@ def test_export_transformers_folder_matches_bertmodel(encoder, tmp_path):
     torch = require_module("torch", "pip install torch")
     transformers = require_module("transformers", "pip install transformers")
     encoder.save(str(tmp_path / "enc.keras"))
-    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--out", str(tmp_path / "m"), "--format",
+    assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(tmp_path / "m"), "--format",
                 "transformers"]) == 0
     folder = tmp_path / "m" / "default" / "1"
     model = transformers.BertModel.from_pretrained(str(folder)).eval()
-    ids = zoo.load_tokenizer(folder)(TEXTS, maxlen=32)
+    ids = zoo.Tokenizer.from_preset(folder)(TEXTS, maxlen=32)
     with torch.no_grad():
         out = model(input_ids=torch.tensor(np.asarray(ids["token_ids"], dtype="int64")),
                     token_type_ids=torch.tensor(np.asarray(ids["segment_ids"], dtype="int64")),

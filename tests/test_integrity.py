@@ -52,7 +52,7 @@ def artifacts(tmp_path_factory):
     root = tmp_path_factory.mktemp("integrity")
     encoder = tiny_sentence_encoder(seed=5)
     texts = ["今天天气很好", "hello", "我们"]
-    encoder.save(root / "preset")
+    encoder.save_to_preset(root / "preset")
     encoder.save(str(root / "enc.keras"))
     zoo.save_google_checkpoint(encoder.backbone, root / "google", encoder.tokenizer)
 
@@ -262,7 +262,7 @@ def test_torch_zip_reader_reads_a_well_formed_crafted_file(tmp_path):
 ])
 def test_crafted_torch_file_is_refused(tmp_path, offset, size, stride, message):
     from zoo.checkpoints.torch_zip import read_torch_zip
-from zoo.errors import CheckpointError
+    from zoo.errors import CheckpointError
 
     path = _write_raw_bin(tmp_path / "bad.bin", offset, size, stride)
     with pytest.raises(CheckpointError, match=message):
@@ -271,7 +271,7 @@ from zoo.errors import CheckpointError
 
 def test_torch_file_with_an_unknown_global_is_refused(tmp_path):
     from zoo.checkpoints.torch_zip import read_torch_zip
-from zoo.errors import CheckpointError
+    from zoo.errors import CheckpointError
 
     path = _write_raw_bin(tmp_path / "evil.bin", 0, (2,), (1,), global_module="os", global_name="system")
     with pytest.raises(CheckpointError, match="unsupported object os.system"):
@@ -294,7 +294,7 @@ target = sys.argv[1]
 i = 0
 while True:  # overwrite the same preset and index with model 11, 12, 11, ... until killed
     model = models[i % 2]
-    model.save(target + "/preset")
+    model.save_to_preset(target + "/preset")
     SemanticIndex(model).add(texts=texts * 50).save(target + "/index")
     if i == 1:
         print("ready", file=sys.stderr, flush=True)
@@ -337,7 +337,7 @@ def test_a_kill_between_the_two_renames_of_replace_dir_loses_nothing(tmp_path):
     from zoo.paths import replace_dir, resolve
 
     target = tmp_path / "preset"
-    tiny_sentence_encoder(seed=21).save(target)
+    tiny_sentence_encoder(seed=21).save_to_preset(target)
     (tmp_path / "preset").rename(tmp_path / "preset.old")  # killed right after the first rename
     assert resolve(str(target)) == str(target) + ".old"
     zoo.from_preset(target)  # still loads, from the old copy

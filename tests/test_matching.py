@@ -8,6 +8,7 @@ import pytest
 import zoo
 from conftest import synthetic_vocab
 from zoo.evaluation import accuracy, best_f1_threshold, best_threshold, bootstrap_accuracy_ci, threshold_accuracy
+from zoo.presets import load_saved, save_preset
 
 
 def brute_force(scores, labels):
@@ -104,9 +105,9 @@ def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
     assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
     one_by_one = np.array([cross.predict([p])[0] for p in pairs])
     np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
-    cross.save(tmp_path / "ce")
+    cross.save_to_preset(tmp_path / "ce")
     np.testing.assert_allclose(zoo.CrossEncoder.load(tmp_path / "ce").predict(pairs), scores, atol=1e-6)
-    for model in (zoo.from_preset(tmp_path / "ce"), zoo.load_model(tmp_path / "ce"), zoo.load_preset(tmp_path / "ce")[0]):
+    for model in (zoo.from_preset(tmp_path / "ce"), load_saved(tmp_path / "ce"), load_saved(tmp_path / "ce")):
         assert isinstance(model, zoo.CrossEncoder)  # with its tokenizer, whichever verb loaded it
         np.testing.assert_allclose(model.predict(pairs), scores, atol=1e-6)
     cross.save(str(tmp_path / "ce.keras"))
@@ -147,9 +148,9 @@ def test_cross_encoder_job_learns(tmp_path, head):
                 f.write(f"{a}\t{b}\t{label}\n")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
     keras.utils.set_random_seed(1)
-    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0),
+    save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0),
                     zoo.Tokenizer(vocab), tmp_path / "preset")
-    results = train_cross_encoder(CrossConfig(task="LCQMC", head=head, checkpoint=str(tmp_path / "preset"),
+    results = train_cross_encoder(CrossConfig(tasks=("LCQMC",), head=head, checkpoint=str(tmp_path / "preset"),
                                               data_dir=str(tmp_path / "data"), epochs=2, batch_size=16, maxlen=32,
                                               lr=1e-3, output=str(tmp_path / "run"), progress=False,
                                               jit_compile=False))
@@ -178,7 +179,7 @@ def test_compare_matching_end_to_end(tmp_path):
     chars = list(dict.fromkeys(CJK_CHARS))[:160]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
     keras.utils.set_random_seed(1)
-    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0),
+    save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0),
                     zoo.Tokenizer(vocab), tmp_path / "preset")
     out = tmp_path / "compare"
     compare_matching(CompareConfig(tasks=("LCQMC", "PAWSX"), checkpoint=str(tmp_path / "preset"),
@@ -240,7 +241,7 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     np.testing.assert_allclose(middle, lam * train.labels[index] + (1 - lam) * probs[index, :, 1].mean(1), atol=1e-6)
 
     keras.utils.set_random_seed(1)
-    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0), tok,
+    save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=40, dropout=0.0), tok,
                     tmp_path / "preset")
     train_cross_encoder(CrossConfig(checkpoint=str(tmp_path / "preset"), data_dir=str(data), maxlen=32,
                                     output=str(tmp_path / "teacher"), progress=False, jit_compile=False))

@@ -17,6 +17,7 @@ from conftest import CJK_CHARS, synthetic_vocab
 from zoo.corpus import read_corpus, read_documents
 from zoo.augment import span_mask
 from zoo.losses import InBatchSoftmaxLoss, gather_positions, taco_loss, tacl_loss
+from zoo.presets import load_saved, save_preset
 from zoo.pretraining_data import PretrainingBatches, PretrainingExamples, mask_tokens, masked_positions, max_predictions, \
     taco_indices
 
@@ -83,7 +84,7 @@ def test_masking_statistics(tok):
 
 
 def test_whole_word_masking_masks_whole_jieba_words():
-    tok = zoo.load_tokenizer(zoo.DEFAULT_PRESET)
+    tok = zoo.Tokenizer.from_preset(zoo.DEFAULT_PRESET)
     texts = ["我们今天去北京大学参观图书馆和博物馆。", "中华人民共和国成立于一九四九年，首都是北京。"] * 10
     examples = PretrainingExamples(tok, texts, maxlen=64, nsp=False, wwm=True)
     rng = np.random.default_rng(0)
@@ -216,7 +217,7 @@ def write_tiny_corpus_and_start(tmp_path):
     (tmp_path / "corpus.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "。"] + chars
     keras.utils.set_random_seed(0)
-    zoo.save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0, with_mlm=True),
+    save_preset(zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0, with_mlm=True),
                     zoo.Tokenizer(vocab), tmp_path / "start")
 
 
@@ -225,7 +226,7 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     from zoo.jobs.pretrain import PretrainConfig, run
 
     write_tiny_corpus_and_start(tmp_path)
-    kw = dict(objective=objective, start=str(tmp_path / "start"), corpus=(str(tmp_path / "corpus.txt"),), task_texts=(),
+    kw = dict(objective=objective, checkpoint=str(tmp_path / "start"), corpus=(str(tmp_path / "corpus.txt"),), task_texts=(),
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
     run(PretrainConfig(steps=10, **kw))
@@ -247,7 +248,7 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     assert [h["epoch"] for h in results["curve"]] == [0, 1, 2, 3]
     assert max(accs[1:]) > accs[0] + 5, accs
     assert (tmp_path / "run" / "loss.png").stat().st_size > 5000
-    backbone = zoo.load_backbone(tmp_path / "run", with_mlm=True)
+    backbone = zoo.BertBackbone.from_preset(tmp_path / "run", with_mlm=True)
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert backbone.num_layers == 2 and saved["best"]
     assert set(saved["anisotropy"]) == {"start", "best"} and -1 <= saved["anisotropy"]["best"]["intra"] <= 1
@@ -293,8 +294,8 @@ def test_shipped_mlm_preset_is_a_continued_default():
     the default's architecture and tokenizer with its MLM head, new weights, and a record of how it was made."""
     name = "chinese_L-4_H-256_A-4_mlm1k"
     assert name in zoo.paths.available_presets()
-    model, tok = zoo.load_preset(name)
-    default, default_tok = zoo.load_preset(zoo.DEFAULT_PRESET)
+    model, tok = load_saved(name), zoo.Tokenizer.from_preset(name)
+    default, default_tok = load_saved(zoo.DEFAULT_PRESET), zoo.Tokenizer.from_preset(zoo.DEFAULT_PRESET)
     assert isinstance(model, zoo.BertBackbone) and model.with_mlm
     assert model.get_config() == default.get_config()
     assert tok.vocab == default_tok.vocab and tok.do_lower_case == default_tok.do_lower_case
@@ -313,7 +314,7 @@ def test_steps_fewer_than_eval_every_runs_exactly_those_steps(tmp_path):
     from zoo.jobs.pretrain import PretrainConfig, run
 
     write_tiny_corpus_and_start(tmp_path)
-    config = PretrainConfig(objective="mlm", start=str(tmp_path / "start"), corpus=(str(tmp_path / "corpus.txt"),),
+    config = PretrainConfig(objective="mlm", checkpoint=str(tmp_path / "start"), corpus=(str(tmp_path / "corpus.txt"),),
                             task_texts=(), batch_size=8, maxlen=48, output=str(tmp_path / "run"), steps=5,
                             jit_compile=False, progress=False)
     assert config.eval_every == 5

@@ -1,4 +1,5 @@
-"""BM25 over the index's texts (bm25s) and hybrid dense + lexical search by reciprocal-rank fusion."""
+"""BM25 over the index's texts (bm25s), hybrid dense + lexical search (score or reciprocal-rank fusion, calibrated
+from labelled queries), and the approximate backends."""
 
 import math
 
@@ -8,7 +9,7 @@ import pytest
 
 import zoo
 from conftest import require_module, synthetic_vocab
-from zoo.retrieval import SemanticIndex, lexical_terms, reciprocal_rank_fusion
+from zoo.retrieval import SemanticIndex, fuse, lexical_terms, reciprocal_rank_fusion, score_fusion
 
 CORPUS = ["今天天气很好", "今天天气不好", "我们在中国", "中国人很好", "他说你是谁", "我不知道", "天气很好的一天"]
 
@@ -65,11 +66,70 @@ def test_hybrid_search_fuses_the_two_rankings(index):
     assert [t for t, _ in index.search(query, topk=len(lexical), mode="hybrid", weight=0.0)[0]] == lexical
     fused = reciprocal_rank_fusion([dense, lexical], [0.3, 0.7])
     expected = sorted(fused, key=lambda t: (-fused[t], CORPUS.index(t)))[:4]
-    got = index.search(query, topk=4, mode="hybrid", weight=0.3)[0]
+    got = index.search(query, topk=4, mode="hybrid", weight=0.3, fusion="rrf")[0]
     assert [t for t, _ in got] == expected
     assert [s for _, s in got] == pytest.approx([fused[t] for t in expected])
     assert reciprocal_rank_fusion([["a", "b"], ["b"]], [1.0, 1.0], k=60) == pytest.approx(
         {"a": 1 / 61, "b": 1 / 62 + 1 / 61})
+
+
+def test_score_fusion_normalises_each_side():
+    dense, lexical = [(0, 0.9), (1, 0.8), (2, 0.5)], [(2, 12.0), (3, 2.0)]
+    fused = score_fusion([dense, lexical], [0.25, 0.75])
+    assert fused == pytest.approx({0: 0.25, 1: 0.25 * 0.75, 2: 0.75, 3: 0.0})
+    assert score_fusion([[(5, 3.0)], []], [0.5, 0.5]) == {5: 0.5}  # equal scores count as 1; an empty side adds 0
+    assert fuse(dense, lexical, 0.25) == [(2, pytest.approx(0.75)), (0, 0.25), (1, pytest.approx(0.1875)), (3, 0.0)]
+    assert [i for i, _ in fuse(dense, lexical, 1.0, topk=2)] == [0, 1]
+    assert [i for i, _ in fuse(dense, lexical, 0.5, "rrf")] == [2, 0, 1, 3]
+    with pytest.raises(ValueError, match="fusion"):
+        fuse(dense, lexical, 0.5, "max")
+
+
+def calibration_index(dense_quality, query_chars, seed=0, n=60, dim=16):
+    """Texts of 6 distinct characters; a query is ``query_chars`` consecutive characters of its gold text plus 2
+    random ones (BM25 on bigrams finds it with 2, rarely with 1), and its vector the gold text's vector times
+    ``dense_quality`` plus noise times 1 - ``dense_quality`` (0: a random vector)."""
+    rng = np.random.default_rng(seed)
+    chars = list("天地玄黄宇宙洪荒日月盈昃辰宿列张寒来暑往秋收冬藏闰余成岁律吕调阳云腾致雨露结为霜金生丽水玉出昆冈")
+    texts = ["".join(rng.choice(chars, 6, replace=False)) for _ in range(n)]
+    vectors = rng.normal(size=(n, dim)).astype("float32")
+    gold = rng.permutation(n)[:30]
+    starts = rng.integers(0, 6 - query_chars + 1, 30)
+    queries = [texts[g][s:s + query_chars] + "".join(rng.choice(chars, 2)) for g, s in zip(gold, starts)]
+    qv = (dense_quality * vectors[gold] + (1 - dense_quality) * rng.normal(size=(30, dim))).astype("float32")
+    return SemanticIndex(dim=dim).add(texts=texts, vectors=vectors), queries, [int(g) for g in gold], qv
+
+
+@pytest.mark.parametrize("dense_quality, query_chars", [(0.0, 2), (0.3, 2), (0.7, 1)])
+def test_calibrated_hybrid_is_never_worse_than_its_better_half(dense_quality, query_chars, tmp_path):
+    from zoo.evaluation import mrr_at_k
+
+    def mrr(found):
+        return mrr_at_k([[i for i, _, _ in hits] for hits in found], gold, 10)
+
+    index, queries, gold, qv = calibration_index(dense_quality, query_chars)
+    better_half = max(mrr(index.search(queries, mode=m, query_vectors=qv, return_ids=True))
+                      for m in ("dense", "lexical"))
+    even = mrr(index.search(queries, mode="hybrid", query_vectors=qv, return_ids=True, weight=0.5))
+    chosen = index.calibrate(queries, gold, query_vectors=qv)
+    calibrated = mrr(index.search(queries, mode="hybrid", query_vectors=qv, return_ids=True))  # the new default
+    assert calibrated >= better_half
+    assert calibrated == pytest.approx(chosen["mrr@10"][chosen["fusion"]][chosen["weight"]])
+    assert (index.fusion, index.hybrid_weight) == (chosen["fusion"], chosen["weight"])
+    if dense_quality in (0.0, 0.7):  # one side is weak: fusing half and half is worse than the strong side alone
+        assert even < better_half
+    else:  # both sides help: the calibrated fusion beats either alone
+        assert calibrated > better_half
+    index.save(tmp_path / "ix")
+    loaded = SemanticIndex.load(tmp_path / "ix")
+    assert (loaded.fusion, loaded.hybrid_weight, loaded.calibration["queries"]) == (index.fusion, index.hybrid_weight,
+                                                                                    30)
+    assert loaded.search(queries, mode="hybrid", query_vectors=qv) == index.search(queries, mode="hybrid",
+                                                                                   query_vectors=qv)
+    with pytest.raises(KeyError, match="gold id"):
+        index.calibrate(queries[:1], [999], query_vectors=qv[:1])
+    with pytest.raises(ValueError, match="one gold id per query"):
+        index.calibrate(queries, gold[:3], query_vectors=qv)
 
 
 def test_hybrid_settings_are_checked_and_saved(index, tmp_path):
@@ -92,7 +152,7 @@ def test_index_build_and_search_commands(index, tmp_path, capsys):
     """`zoo index build` records the model; `zoo search` finds it, and refuses a model of another width."""
     from zoo.cli import main
 
-    index.encoder.save(tmp_path / "enc")
+    index.encoder.save_to_preset(tmp_path / "enc")
     (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
     assert main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "ix"),
                  "--model", str(tmp_path / "enc"), "--lexical", "jieba"]) == 0
@@ -105,7 +165,7 @@ def test_index_build_and_search_commands(index, tmp_path, capsys):
     assert out[0] == "天气很好" and out[3] == "中国人"
     assert [line.split()[-1] for line in out[1:3] + out[4:6]] == [t for hits in expected for t, _ in hits]
     tok = index.encoder.tokenizer
-    zoo.SentenceEncoder(zoo.BertBackbone(tok.vocab_size, 1, 2, 8, 16, max_sequence_length=32), tok).save(
+    zoo.SentenceEncoder(zoo.BertBackbone(tok.vocab_size, 1, 2, 8, 16, max_sequence_length=32), tok).save_to_preset(
         tmp_path / "other")
     assert main(["search", "--index", str(tmp_path / "ix"), "--query", "天气", "--model", str(tmp_path / "other")]) == 2
     assert "16-d vectors" in capsys.readouterr().err
@@ -211,7 +271,7 @@ def test_index_build_saves_an_approximate_structure(index, tmp_path, capsys):
     require_module("faiss", "pip install faiss-cpu")
     from zoo.cli import main
 
-    index.encoder.save(tmp_path / "enc")
+    index.encoder.save_to_preset(tmp_path / "enc")
     (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
     assert main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "ix"),
                  "--model", str(tmp_path / "enc"), "--backend", "hnsw"]) == 0

@@ -284,21 +284,18 @@ def test_find_version_and_errors(base, tmp_path):
         ModelServer(base / "default", name="a/b")
 
 
-def test_keep_alive_requests_do_not_stall_on_nagle(server):
-    """Accepted connections have TCP_NODELAY: a keep-alive status request answers in about a millisecond, not in
-    the 40 ms of a Nagle / delayed-ACK stall (the median of 15 requests must stay under 20 ms)."""
-    import statistics
-    import time
+def test_keep_alive_connections_have_tcp_nodelay(server):
+    """Accepted connections have TCP_NODELAY, so a keep-alive response is not held back by a Nagle / delayed-ACK
+    stall (40 ms): the option is read on the server's side of an open keep-alive connection."""
+    import socket
 
     conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
-    seconds = []
-    for _ in range(15):
-        start = time.perf_counter()
+    for _ in range(2):
         conn.request("GET", "/v1/models/default")
-        conn.getresponse().read()
-        seconds.append(time.perf_counter() - start)
+        assert conn.getresponse().read()
+    sockets = [c.transport.get_extra_info("socket") for c in server._uvicorn.server_state.connections]
     conn.close()
-    assert statistics.median(seconds) < 0.020, [round(s * 1000, 1) for s in seconds]
+    assert sockets and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets), sockets
 
 
 try:
@@ -483,8 +480,8 @@ def test_sigkill_during_zoo_export_never_leaves_a_version_that_is_served_half_wr
 
     base = tmp_path / "models"
     export_saved_model(encoder, base / "default" / "1")
-    encoder.save(tmp_path / "preset")
-    cmd = [sys.executable, "-m", "zoo", "export", "--model", str(tmp_path / "preset"), "--out", str(base),
+    encoder.save_to_preset(tmp_path / "preset")
+    cmd = [sys.executable, "-m", "zoo", "export", "--model", str(tmp_path / "preset"), "--output", str(base),
            "--name", "default", "--version", "2"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     rng = np.random.default_rng(3)

@@ -15,6 +15,7 @@ from zoo.data import truncate_at_punctuation
 from zoo.train import SimBERTBatches
 from zoo.losses import simbert_loss
 from zoo.retrieval import SemanticIndex, exact_topk
+from zoo.presets import load_saved
 
 
 @pytest.fixture(scope="module")
@@ -159,9 +160,58 @@ def test_gen_synonyms_filters_copies_and_degenerate_repeats(simbert, monkeypatch
     assert {"好好好好的的", "天气不好。", "天气很好！"} <= raw
 
 
+def test_stutters_are_doubled_characters_that_are_not_words():
+    """A doubled character the input lacks is dropped unless jieba reads it as a word in the candidate."""
+    from zoo.models.simbert import filter_candidates, stutters
+
+    assert stutters("帮我开通", "帮我我开通吗") == ["我我"]
+    assert stutters("吃了吗", "吃了了吗") == ["了了"] and stutters("他被打了", "他被被打了") == ["被被"]
+    assert stutters("英雄联盟剑圣怎么出装好", "英雄联盟剑剑圣怎么出装好") == ["剑剑"]
+    assert stutters("我想买手机", "我想看看手机") == [] and stutters("常去", "常常去") == []  # words
+    assert stutters("好好学习", "好好学习吧") == []  # the input has it
+    assert stutters("1000元", "10000元") == [] and stutters("ab", "abb") == []  # only Chinese characters
+    candidates = ["帮我我开通吗", "帮我看看开通", "帮忙开通"]
+    assert filter_candidates("帮我开通", candidates) == ["帮我看看开通", "帮忙开通"]
+    assert filter_candidates("帮我开通", candidates, stutter=False) == candidates
+
+
+def test_ranking_puts_edits_beyond_particles_that_keep_the_meaning_first(simbert, monkeypatch, tmp_path):
+    from zoo.models.simbert import content_edits, rank_candidates
+
+    assert content_edits("我想买一部手机", "我想买一部手机啊？") == 0  # a particle and punctuation
+    assert content_edits("伊利奶粉的主要产品有哪些", "伊利奶粉主要产品有哪些呢") == 0
+    assert content_edits("我想买一部手机", "给我想买一部手机") == 1
+    assert content_edits("我想买一部手机", "怎么买一部手机") == 2
+    candidates = ["我想买一部手机啊", "我想要一部手机", "怎么买一部手机", "手机"]
+    scores = np.array([0.99, 0.95, 0.93, 0.80])
+    assert list(rank_candidates("我想买一部手机", candidates, scores, 0.9)) == [1, 2, 0, 3]
+    assert list(rank_candidates("我想买一部手机", candidates, scores, 0.94)) == [1, 0, 2, 3]
+    assert list(rank_candidates("我想买一部手机", candidates, scores, 0.9, min_edits=2)) == [2, 0, 1, 3]
+
+    class Decoder:  # fixed samples: the ranking alone is under test
+        def random_sample(self, text, n, **kwargs):
+            return [simbert.tokenizer.encode(t)[0][1:-1] for t in ("今天天气很好了", "今天天气不好", "天气好")]
+
+    monkeypatch.setattr(type(simbert), "decoder", lambda self, use_cache=True, maxlen=None: Decoder())
+    by_cosine = simbert.gen_synonyms("今天天气很好", n=3, k=3, rank="cosine")
+    assert [s for _, s in by_cosine] == sorted((s for _, s in by_cosine), reverse=True)
+    assert simbert.paraphrase_cosine is None and simbert.gen_synonyms("今天天气很好", n=3, k=3) == by_cosine
+    floor = min(s for _, s in by_cosine) - 1e-6  # every candidate keeps the meaning: edits first
+    ranked = simbert.gen_synonyms("今天天气很好", n=3, k=3, min_similarity=floor)
+    assert ranked[-1][0] == "今天天气很好了" and sorted(ranked) == sorted(by_cosine)
+    with pytest.raises(ValueError, match="rank must be"):
+        simbert.gen_synonyms("今天天气很好", rank="length")
+    pairs = zoo.data.PairDataset(["今天天气很好", "今天天气很好"], ["今天天气不好", "我们在中国"], np.array([1, 0]))
+    threshold, accuracy = simbert.fit_paraphrase_cosine(pairs)
+    assert simbert.paraphrase_cosine == threshold and 0.5 <= accuracy <= 1.0
+    simbert.save_to_preset(tmp_path / "sim")
+    assert zoo.SimBERT.from_preset(tmp_path / "sim").paraphrase_cosine == pytest.approx(threshold)
+    simbert.paraphrase_cosine = None
+
+
 def test_save_load_simbert(simbert, tmp_path):
     expected = simbert.encode(["今天天气很好", "我们"])
-    simbert.save(tmp_path / "sim")
+    simbert.save_to_preset(tmp_path / "sim")
     loaded = zoo.SimBERT.load(tmp_path / "sim")
     np.testing.assert_allclose(loaded.encode(["今天天气很好", "我们"]), expected, atol=1e-6)
     assert loaded.decoder(maxlen=8).greedy("今天天气") == simbert.decoder(maxlen=8).greedy("今天天气")
@@ -169,8 +219,8 @@ def test_save_load_simbert(simbert, tmp_path):
     again = keras.saving.load_model(str(tmp_path / "sim.keras"))
     np.testing.assert_allclose(again.encode(["今天天气很好", "我们"]), expected, atol=1e-6)
     # every loading path gives a SimBERT with its tokenizer: generation and search work
-    for model in (zoo.from_preset(tmp_path / "sim"), zoo.load_model(tmp_path / "sim"),
-                  zoo.load_preset(tmp_path / "sim")[0], zoo.SimBERT.from_preset(tmp_path / "sim.keras")):
+    for model in (zoo.from_preset(tmp_path / "sim"), load_saved(tmp_path / "sim"),
+                  load_saved(tmp_path / "sim"), zoo.SimBERT.from_preset(tmp_path / "sim.keras")):
         assert isinstance(model, zoo.SimBERT) and model.tokenizer is not None
         assert model.gen_synonyms("今天天气很好", n=4, k=2, seed=0) == simbert.gen_synonyms("今天天气很好", n=4, k=2,
                                                                                               seed=0)
@@ -232,7 +282,7 @@ def test_simbert_job_end_to_end(tmp_path, tok, simbert):
     lines = [json.dumps({"text": "今天天气很好", "synonyms": ["今天天气不错", "天气很好"]}, ensure_ascii=False),
              json.dumps({"text": "我们在中国", "synonyms": ["我们在中国说"]}, ensure_ascii=False)] * 8
     groups.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    simbert.save(tmp_path / "start")
+    simbert.save_to_preset(tmp_path / "start")
     results = train_simbert(SimBERTConfig(checkpoint=str(tmp_path / "start"), groups=str(groups),
                                           data_dir=str(data), batch_size=4, maxlen=16, lr=1e-3,
                                           output=str(tmp_path / "run"), progress=False, jit_compile=False,
@@ -280,7 +330,7 @@ def test_simbert_job_selects_by_valid_loss(tmp_path, tok, simbert):
 
     data = tmp_path / "data"
     write_synthetic_task(str(data), sizes=(200, 100, 100))
-    simbert.save(tmp_path / "start")
+    simbert.save_to_preset(tmp_path / "start")
     results = train_simbert(SimBERTConfig(checkpoint=str(tmp_path / "start"), data_dir=str(data), batch_size=8,
                                           maxlen=16, lr=1e-3, epochs=2, output=str(tmp_path / "run"),
                                           progress=False, jit_compile=False, eval_tasks=("LCQMC",),

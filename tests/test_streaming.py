@@ -34,7 +34,7 @@ def split_into_files(source, folder, parts=3):
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_setup):  # noqa: F811
-    return zoo.load_tokenizer(str(tiny_setup / "preset"))
+    return zoo.Tokenizer.from_preset(str(tiny_setup / "preset"))
 
 
 def pairs_of(batch):
@@ -93,7 +93,7 @@ def test_bad_streamed_input_is_named(tmp_path, tokenizer):
     with pytest.raises(ConfigError, match="no training pairs"):
         StreamingPairBatches(tokenizer, [tmp_path / "empty.data"], 4, 16)
     with pytest.raises(ConfigError, match="--stream / --train-files train one task"):
-        config(tmp_path, tmp_path / "x", task="LCQMC,BQ", stream=True)
+        config(tmp_path, tmp_path / "x", tasks=("LCQMC", "BQ"), stream=True)
 
 
 def test_bi_encoder_job_trains_from_streamed_files(tiny_setup, tmp_path):  # noqa: F811

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import random
 import re
-import statistics
 import string
-import time
 import unicodedata
 
 import numpy as np
@@ -465,7 +463,7 @@ def test_simplify_vocab_matches_bert4keras_real(bert_vocab, startswith):
 
 
 def test_simplified_tokenizer_gives_same_tokens(bert_vocab, bert_tok, lcqmc_test):
-    simple = zoo.load_tokenizer(str(bert_vocab), simplified=True)
+    simple = zoo.Tokenizer.from_preset(str(bert_vocab), simplified=True)
     assert simple.keep_tokens is not None and len(simple.vocab) == len(simple.keep_tokens) < len(bert_tok.vocab)
     texts = [t for pair in lcqmc_test for t in pair]
     keep = np.asarray(simple.keep_tokens)
@@ -476,7 +474,7 @@ def test_simplified_tokenizer_gives_same_tokens(bert_vocab, bert_tok, lcqmc_test
 
 
 def test_simplified_tokenizer_synthetic(tiny_vocab, tiny_tok):
-    simple = zoo.load_tokenizer(str(tiny_vocab[1]), simplified=True)
+    simple = zoo.Tokenizer.from_preset(str(tiny_vocab[1]), simplified=True)
     for t in edge_cases()[:300]:
         assert simple.tokenize(t) == tiny_tok.tokenize(t), t
 
@@ -484,21 +482,21 @@ def test_simplified_tokenizer_synthetic(tiny_vocab, tiny_tok):
 # ------------------------------------------------------------------------------------------------ files
 def test_load_tokenizer_from_folder_and_save(tmp_path, tiny_vocab, tiny_tok):
     tokens = tiny_vocab[0]
-    tiny_tok.save(tmp_path)
+    tiny_tok.save_to_preset(tmp_path)
     assert read_vocab(tmp_path / "vocab.txt") == tokens
-    again = zoo.load_tokenizer(str(tmp_path))
+    again = zoo.Tokenizer.from_preset(str(tmp_path))
     assert again.vocab == tokens and again.do_lower_case
     cased = zoo.Tokenizer(tokens, do_lower_case=False)
-    cased.save(tmp_path / "cased")
-    assert not zoo.load_tokenizer(str(tmp_path / "cased")).do_lower_case
-    assert zoo.load_tokenizer(str(tmp_path / "cased")).tokenize("Hello") == ["[UNK]"]
+    cased.save_to_preset(tmp_path / "cased")
+    assert not zoo.Tokenizer.from_preset(str(tmp_path / "cased")).do_lower_case
+    assert zoo.Tokenizer.from_preset(str(tmp_path / "cased")).tokenize("Hello") == ["[UNK]"]
 
 
 def test_bad_vocab_names_the_line(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n你\n好\n你\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 7: token '你' repeats line 5"):
-        zoo.load_tokenizer(str(path))
+        zoo.Tokenizer.from_preset(str(path))
     with pytest.raises(ValueError, match=re.escape(str(path))):
         zoo.Tokenizer(str(path))
     path.write_text("[PAD]\n你\n", encoding="utf-8")
@@ -507,20 +505,19 @@ def test_bad_vocab_names_the_line(tmp_path):
     with pytest.raises(FileNotFoundError, match="vocab"):
         zoo.Tokenizer(str(tmp_path / "nope.txt"))
     with pytest.raises(FileNotFoundError):
-        zoo.load_tokenizer(str(tmp_path / "no_such_folder"))
+        zoo.Tokenizer.from_preset(str(tmp_path / "no_such_folder"))
 
 
 # ------------------------------------------------------------------------------------------------ speed
-def test_batch_speed(bert_tok, lcqmc_test):
+def test_a_batch_of_25000_texts_matches_one_at_a_time(bert_tok, lcqmc_test):
+    """The batched path (one Rust call for all texts, then assembly and padding) on every LCQMC test sentence gives
+    the rows ``encode`` gives one text at a time (its speed is measured in bench/, not asserted here)."""
     texts = [t for pair in lcqmc_test for t in pair]
     assert len(texts) == 25_000
-    bert_tok(texts[:1000])  # warm-up
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        out = bert_tok(texts)
-        times.append(time.perf_counter() - start)
+    out = bert_tok(texts, maxlen=64)
     assert out["token_ids"].shape[0] == 25_000
-    rate = len(texts) / statistics.median(times)
-    print(f"tokenizer: {rate:,.0f} sentences/s (median of {[round(t, 3) for t in times]} s)")
-    assert rate >= 20_000, f"batch tokenization too slow: {rate:,.0f} sentences/s < 20,000"
+    for i in list(range(0, 25_000, 997)) + [24_999]:
+        ids, segments = bert_tok.encode(texts[i], maxlen=64)
+        n = int(out["padding_mask"][i].sum())
+        assert out["token_ids"][i, :n].tolist() == ids and out["segment_ids"][i, :n].tolist() == segments, i
+        assert not out["token_ids"][i, n:].any()

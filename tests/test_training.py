@@ -16,6 +16,7 @@ import forked
 import zoo
 from conftest import CJK_CHARS
 from zoo.jobs.bi_encoder import BiEncoderConfig as TrainConfig, run as train_bi_encoder
+from zoo.presets import save_preset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,7 +45,7 @@ def save_tiny_preset(path, dropout=0.0, seed=1):
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
     keras.utils.set_random_seed(seed)
     bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=dropout)
-    zoo.save_preset(bb, zoo.Tokenizer(vocab), path)
+    save_preset(bb, zoo.Tokenizer(vocab), path)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def tiny_setup(tmp_path_factory):
 
 
 def config(root, output, **kw):
-    base = dict(task="LCQMC", objective="cosent", checkpoint=str(root / "preset"), data_dir=str(root / "data"),
+    base = dict(tasks=("LCQMC",), objective="cosent", checkpoint=str(root / "preset"), data_dir=str(root / "data"),
                 epochs=2, batch_size=16, maxlen=16, lr=2e-3, output=str(output), progress=False,
                 jit_compile=False, eval_batch_size=64)
     return TrainConfig(**{**base, **kw})
@@ -141,7 +142,7 @@ def test_resume_continues_exactly(tiny_setup, tmp_path, monkeypatch, caplog):
     chars = list(dict.fromkeys(CJK_CHARS))[:160]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
     bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=0.1)
-    zoo.save_preset(bb, zoo.Tokenizer(vocab), tmp_path / "preset")
+    save_preset(bb, zoo.Tokenizer(vocab), tmp_path / "preset")
     run = {"checkpoint": str(tmp_path / "preset")}
     straight = train_bi_encoder(config(tiny_setup, tmp_path / "straight", **run))
     train_bi_encoder(config(tiny_setup, tmp_path / "resumed", epochs=1, **run))
@@ -167,7 +168,8 @@ def test_resume_continues_exactly(tiny_setup, tmp_path, monkeypatch, caplog):
 def test_spearman_evaluator_callback_keeps_best(tiny_setup):
     """The Keras callback for users' own fit loops: logs val_spearman, restores the best epoch's weights."""
     from zoo.data import load_task
-    from zoo.evaluation import EvaluatorCallback, SpearmanEvaluator, evaluate_encoder
+    from zoo.evaluation import SpearmanEvaluator, evaluate_encoder
+    from zoo.train import EvaluatorCallback
     from zoo.losses import CoSENTLoss
     from zoo.models import build_pair_trainer
     from zoo.train import PairBatches
@@ -205,7 +207,7 @@ def test_spearman_evaluator_callback_keeps_best(tiny_setup):
 def test_training_job_runs_on_jax(tiny_setup, tmp_path):
     """The GPU path: the same job under KERAS_BACKEND=jax learns the synthetic task."""
     env = {**os.environ, "KERAS_BACKEND": "jax"}
-    cmd = [sys.executable, os.path.join(REPO, "tasks", "train_bi_encoder.py"), "--task", "LCQMC",
+    cmd = [sys.executable, os.path.join(REPO, "tasks", "train_bi_encoder.py"), "--tasks", "LCQMC",
            "--checkpoint", str(tiny_setup / "preset"), "--data-dir", str(tiny_setup / "data"), "--epochs", "1",
            "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--output", str(tmp_path / "jax"), "--no-progress"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
@@ -229,7 +231,7 @@ def test_multi_task_training_selects_by_mean_valid_and_reports_each_task(tiny_se
         (data / "BQ" / f"BQ.{split}.data").write_text(
             "".join(f"{t}\t{5 * int(y)}\n" for t, y in lines), encoding="utf-8")
         src.unlink()
-    tok = zoo.load_tokenizer(str(tiny_setup / "preset"))
+    tok = zoo.Tokenizer.from_preset(str(tiny_setup / "preset"))
     from zoo.data import load_task
 
     parts = [PairBatches(tok, load_task(t, "train", str(data)), 16, 16) for t in ("LCQMC", "BQ")]
@@ -239,7 +241,7 @@ def test_multi_task_training_selects_by_mean_valid_and_reports_each_task(tiny_se
     assert all(s <= {0.0, 1.0} or s <= {0.0, 5.0} for s in seen)  # one task per batch
     assert any(s == {0.0, 5.0} for s in seen) and any(s == {0.0, 1.0} for s in seen)
     for batching in ("task", "mixed"):
-        results = train_bi_encoder(config(tiny_setup, tmp_path / batching, task="LCQMC,BQ", data_dir=str(data),
+        results = train_bi_encoder(config(tiny_setup, tmp_path / batching, tasks=("LCQMC", "BQ"), data_dir=str(data),
                                           epochs=1, batching=batching, eval_tasks=("LCQMC",)))
         assert set(results["tasks"]) == {"LCQMC", "BQ"}
         first = results["epochs"][0]["valid_spearman"]
@@ -291,13 +293,13 @@ def test_recipe_is_the_job_written_out(tiny_setup, tmp_path, recipe):
              "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--eval-batch-size", "64", "--no-progress",
              "--no-jit-compile"]
     if recipe == "train_bi_encoder.py":
-        flags += ["--task", "LCQMC", "--loss", "cosent"]
+        flags += ["--tasks", "LCQMC", "--loss", "cosent"]
     done = subprocess.run([sys.executable, os.path.join(REPO, "tasks", recipe), *flags, "--output",
                            str(tmp_path / "recipe")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     from zoo.cli import main
 
-    main(["train", "bi-encoder", "--task", "LCQMC", *flags, "--output", str(tmp_path / "job")])
+    main(["train", "bi-encoder", "--tasks", "LCQMC", *flags, "--output", str(tmp_path / "job")])
     by_recipe, by_job = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("recipe", "job"))
     for key in ("valid_spearman", "test_spearman", "test_accuracy", "threshold"):
         assert by_recipe[key] == pytest.approx(by_job[key], abs=1e-4), key
@@ -316,12 +318,12 @@ def test_sigkill_at_20_random_moments_resumes_to_the_unkilled_result(tiny_setup,
     chars = list(dict.fromkeys(CJK_CHARS))[:160]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars
     bb = zoo.BertBackbone(len(vocab), 2, 2, 32, 64, max_sequence_length=32, dropout=0.1)
-    zoo.save_preset(bb, zoo.Tokenizer(vocab), tmp_path / "preset")
+    save_preset(bb, zoo.Tokenizer(vocab), tmp_path / "preset")
 
     script = os.path.join(REPO, "tasks", "train_bi_encoder.py")
 
     def flags(out):
-        return ["--task", "LCQMC", "--checkpoint", tmp_path / "preset", "--data-dir", tiny_setup / "data", "--epochs",
+        return ["--tasks", "LCQMC", "--checkpoint", tmp_path / "preset", "--data-dir", tiny_setup / "data", "--epochs",
                 "2", "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--save-every", "3", "--no-progress",
                 "--no-jit-compile", "--output", out]
 

@@ -1,46 +1,80 @@
 """zoo: Keras 3 model zoo for Chinese sentence similarity (SimBERT, CoSENT, cross-encoders, TaCL, ...).
 
-One loading verb: ``Class.from_preset(path)`` (``BertBackbone``, ``Tokenizer``, ``SentenceEncoder``,
-``CrossEncoder``, ``SimBERT``), or ``zoo.from_preset(path)`` for whatever task model a preset holds; ``path`` is a
-preset name, a zoo preset or run folder, a ``.keras`` file, a Google TF1 folder or ckpt prefix, or a transformers
-folder. Submodules (``zoo.data``, ``zoo.evaluation``, ``zoo.train``, ``zoo.retrieval``, ...) load on first use.
+One loading verb, ``Class.from_preset(path)`` (``BertBackbone``, ``Tokenizer``, ``SentenceEncoder``,
+``CrossEncoder``, ``SimBERT``), or ``zoo.from_preset(path)`` for whatever task model a preset holds, and one saving
+verb, ``model.save_to_preset(folder)``. ``path`` is a preset name, a zoo preset or run folder, a ``.keras`` file,
+a Google TF1 folder or ckpt prefix, or a transformers folder.
+
+``import zoo`` is light: TensorFlow and Keras load when a model, a loss or a job is first used (``zoo --help``
+answers without them). zoo's Keras classes are registered with Keras as soon as Keras is imported, so
+``keras.saving.load_model("model.keras")`` works after ``import zoo`` with no ``custom_objects``.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 import importlib as _importlib
+import sys as _sys
 
-from .logs import quiet_backend_import as _quiet_backend_import
+from .errors import CheckpointError, ConfigError, DataError, ZooError
 
-_quiet_backend_import()  # TF's C++ start-up lines (see zoo.logs); no environment variable is set
-
-from .backbone import BertBackbone, load_backbone  # noqa: E402
-from .checkpoints import save_google_checkpoint  # noqa: E402
-from .errors import CheckpointError, ConfigError, DataError, ZooError  # noqa: E402
-from .models import CrossEncoder, SentenceEncoder, SimBERT, Task, from_preset  # noqa: E402
-from .paths import DEFAULT_ENCODER, DEFAULT_PRESET, available_presets  # noqa: E402
-from .presets import load_saved as load_model  # noqa: E402  (alias kept for one release)
-from .presets import save_preset  # noqa: E402
-from .tokenizer import Tokenizer, load_tokenizer, simplify_vocab  # noqa: E402
-
-_SUBMODULES = ("attention_masks", "backbone", "checkpoints", "cli", "config", "corpus", "data", "distribute",
-               "evaluation", "export", "generation", "inference", "jobs", "losses", "models", "paths", "pooling",
-               "presets", "pretraining_data", "retrieval", "serving", "tokenizer", "train", "vectors")
+# public name -> the module that defines it (imported on first use)
+_PUBLIC = {
+    "BertBackbone": "backbone", "Tokenizer": "tokenizer", "simplify_vocab": "tokenizer",
+    "SentenceEncoder": "models", "CrossEncoder": "models", "SimBERT": "models", "Task": "models",
+    "from_preset": "models", "save_google_checkpoint": "checkpoints", "DEFAULT_ENCODER": "paths",
+    "DEFAULT_PRESET": "paths", "available_presets": "paths", "job": "cli",
+}
+# deprecated name -> (replacement, module, attribute): removed in zoo 0.4
+_DEPRECATED = {
+    "load_backbone": ("zoo.BertBackbone.from_preset", "backbone", "BertBackbone.from_preset"),
+    "load_tokenizer": ("zoo.Tokenizer.from_preset", "tokenizer", "Tokenizer.from_preset"),
+    "load_model": ("zoo.from_preset", "presets", "load_saved"),
+    "save_preset": ("model.save_to_preset(folder)", "presets", "save_preset"),
+    "load_preset": ("zoo.from_preset", None, None),
+}
+_SUBMODULES = ("attention_masks", "augment", "backbone", "checkpoints", "cli", "config", "corpus", "data",
+               "distribute", "errors", "evaluation", "export", "fused_onnx", "generation", "inference", "jobs",
+               "logs", "losses", "milvus_index", "models", "paths", "pooling", "presets", "pretraining_data",
+               "retrieval", "serving", "tokenizer", "train", "vectors")
 
 
 def __getattr__(name):
-    if name in _SUBMODULES:
+    if name in _PUBLIC:
+        value = getattr(_importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    elif name in _DEPRECATED:
+        from .logs import warn_deprecated
+
+        replacement, module, attribute = _DEPRECATED[name]
+        warn_deprecated(f"zoo.{name}", replacement)
+        if module is None:
+            return _load_preset
+        value = _importlib.import_module(f".{module}", __name__)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+        return value
+    elif name in _SUBMODULES:
         return _importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    else:
+        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    setattr(_sys.modules[__name__], name, value)
+    return value
 
 
-def load_preset(path):
-    """(model, tokenizer) of a preset (alias kept for one release; use ``from_preset``)."""
-    model = load_model(path)
+def _load_preset(path):
+    """(model, tokenizer) of a saved model: the deprecated ``zoo.load_preset``."""
+    from .presets import load_saved
+    from .tokenizer import Tokenizer
+
+    model = load_saved(path)
     return model, getattr(model, "tokenizer", None) or Tokenizer.from_preset(path)
 
 
-__all__ = ["BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET", "DataError",
-           "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets", "from_preset",
-           "load_backbone", "load_model", "load_preset", "load_tokenizer", "save_google_checkpoint", "save_preset",
-           "simplify_vocab"]
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC) | set(_SUBMODULES))
+
+
+__all__ = ["BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET",
+           "DataError", "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets",
+           "from_preset", "job", "save_google_checkpoint", "simplify_vocab"]
+
+from . import _keras_registration  # noqa: E402,F401  (last: registers zoo's Keras classes once Keras is imported)

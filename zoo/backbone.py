@@ -103,7 +103,8 @@ class BertBackbone(keras.Model):
     is then [B, 1, H]; no MLM logits or hidden states): the same [CLS] and pooled vectors, ~20% less work for
     a 4-layer model. [CLS]-pooled encoders and cross-encoders use it.
 
-    Build one from a checkpoint with ``zoo.load_backbone``; the constructor gives random weights.
+    Build one from a checkpoint with ``BertBackbone.from_preset``, save it with ``save_to_preset``; the
+    constructor gives random weights.
     """
 
     def __init__(
@@ -188,6 +189,14 @@ class BertBackbone(keras.Model):
         self.with_mlm = with_mlm
         self.output_hidden_states = output_hidden_states
         self.token_embedding = token_embedding
+
+    def save_to_preset(self, directory, tokenizer=None, metadata=None, weights_dtype="float32"):
+        """Write the backbone and ``tokenizer`` (or the ``tokenizer`` attribute, when set) as a zoo preset folder,
+        atomically, with a sha256 manifest; ``from_preset`` loads it back."""
+        from .presets import save_preset
+
+        return save_preset(self, tokenizer or getattr(self, "tokenizer", None), directory, metadata=metadata,
+                           weights_dtype=weights_dtype)
 
     @classmethod
     def from_preset(cls, path, with_mlm=False, pooler_activation=None, keep_tokens=None,
@@ -285,6 +294,3 @@ class BertBackbone(keras.Model):
         return cls(**config)
 
 
-def load_backbone(path, **kwargs):
-    """Alias of ``BertBackbone.from_preset`` (kept for one release)."""
-    return BertBackbone.from_preset(path, **kwargs)

@@ -5,17 +5,22 @@ dataclasses (``zoo.config``).
     zoo compare ...     zoo evaluate ...     zoo encode ...     zoo index build ...     zoo search ...
     zoo export ...     zoo serve ...
 
-A command's result (a table, a path, the serving address) goes to stdout; progress and messages to stderr.
+Flags are parsed first: ``zoo --help`` and ``zoo COMMAND --help`` load no backend; TensorFlow (or JAX) loads only
+to run a job. A command's result (a table, a path, the serving address) goes to stdout; progress and messages to
+stderr. Ctrl-C during training saves the step and exits with status 130 (``zoo.errors.TrainingInterrupted``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import shlex
 import sys
 
-from .config import add_flags, make_config
-from .errors import ZooError
+from . import __version__
+from .config import add_flags, make_config, parse
+from .errors import TrainingInterrupted, ZooError
 from .logs import log, setup_cli
 
 # (command words, module with the config class and run(config), config class name, one-line help)
@@ -34,15 +39,70 @@ COMMANDS = [
     (("encode",), "zoo.jobs.encode", "EncodeConfig", "a text file -> an .npy file of embeddings"),
     (("index", "build"), "zoo.jobs.search", "IndexBuildConfig", "a text file -> a search index (vectors, texts, BM25)"),
     (("search",), "zoo.jobs.search", "SearchConfig", "query a search index: dense, BM25 or hybrid"),
-    (("export",), "zoo.export", "ExportConfig", "a SavedModel (tokenizer inside) or ONNX for serving"),
-    (("serve",), "zoo.serving", "ServeConfig", "serve an export with TF Serving's REST and gRPC APIs"),
+    (("export",), "zoo.jobs.export", "ExportConfig", "a SavedModel (tokenizer inside) or ONNX for serving"),
+    (("serve",), "zoo.serving", "ServeConfig", "serve exports over REST (TF Serving, OpenAI) and gRPC"),
 ]
 
 
-def build_parser():
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """The job behind a ``zoo`` command: its config class (the command's flags), ``run(config)``, and, for the
+    training jobs, ``report(...)`` (results.json and results.md). The recipes in ``tasks/`` use it to take the
+    job's flags and write its results; the job's module is imported on first use."""
+
+    command: str
+    module_name: str
+    config_name: str
+
+    @property
+    def module(self):
+        return importlib.import_module(self.module_name)
+
+    @property
+    def config_class(self):
+        return getattr(self.module, self.config_name)
+
+    def parse(self, argv=None, fixed=None, description=None):
+        """The config from command-line flags (``sys.argv`` by default); ``fixed`` fields get no flag."""
+        return parse(self.config_class, argv, fixed, description)
+
+    def run(self, config):
+        return self.module.run(config)
+
+    @property
+    def report(self):
+        return self.module.report
+
+
+def job(command):
+    """The ``Job`` of ``zoo COMMAND``: ``zoo.job("train bi-encoder")``."""
+    for words, module, config_name, _ in COMMANDS:
+        if " ".join(words) == command:
+            return Job(command, module, config_name)
+    raise ValueError(f"no zoo command {command!r}; commands: {', '.join(' '.join(w) for w, *_ in COMMANDS)}")
+
+
+def named_command(argv):
+    """The command words ``argv`` starts with (("train", "bi-encoder"), ("encode",) ...), or None."""
+    words = []
+    for token in argv[:2]:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    for length in (2, 1):
+        if tuple(words[:length]) in {w for w, *_ in COMMANDS}:
+            return tuple(words[:length])
+    return None
+
+
+def build_parser(argv=None):
+    """The ``zoo`` parser. Every command is listed; the flags are built (and the job's module imported) for the
+    command ``argv`` names only, or for every command when ``argv`` is None."""
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: Keras 3 models for Chinese sentence similarity. "
-                                     "Each command's --help lists its flags.")
+                                     "Each command's --help lists its flags and their defaults.")
+    parser.add_argument("--version", action="version", version=f"zoo {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    selected = named_command(argv) if argv is not None else None
     groups = {}
     for words, module, config_name, help_text in COMMANDS:
         container = commands
@@ -50,38 +110,46 @@ def build_parser():
             if words[0] not in groups:
                 jobs = ", ".join(w[1] for w, *_ in COMMANDS if w[0] == words[0])
                 group = commands.add_parser(words[0], help=f"{words[0]}: {jobs}", description=f"zoo {words[0]} {{{jobs}}}")
-                groups[words[0]] = group.add_subparsers(dest="job", required=True, metavar="JOB")
+                groups[words[0]] = group.add_subparsers(dest="subcommand", required=True, metavar="JOB")
             container = groups[words[0]]
-        config_class = getattr(importlib.import_module(module), config_name)
-        doc = (config_class.__doc__ or help_text).strip()
-        sub = container.add_parser(words[-1], help=help_text, description=doc)
-        add_flags(sub, config_class)
-        sub.set_defaults(module=module, config_class=config_class, parser=sub, words=" ".join(words))
+        sub = container.add_parser(words[-1], help=help_text, description=help_text)
+        the_job = Job(" ".join(words), module, config_name)
+        sub.set_defaults(zoo_job=the_job, parser=sub, config_class=None)
+        if argv is None or words == selected:
+            sub.description = (the_job.config_class.__doc__ or help_text).strip()
+            sub.set_defaults(config_class=the_job.config_class)
+            add_flags(sub, the_job.config_class)
     return parser
 
 
 def main(argv=None):
-    setup_cli()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
-    config = make_config(args.config_class, args, args.parser)
+    the_job = args.zoo_job
+    config = make_config(the_job.config_class, args, args.parser)
+    setup_cli()
+    command = the_job.command
     try:
-        result = importlib.import_module(args.module).run(config)
+        result = the_job.run(config)
+    except TrainingInterrupted as e:
+        log.warning("zoo %s: %s", command, e)
+        print(f"interrupted at epoch {e.epoch}, step {e.step}; resume with: zoo {shlex.join(argv)}", file=sys.stderr)
+        return 130
     except (ZooError, FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as e:
-        print(f"zoo {args.words}: error: {e}", file=sys.stderr)
+        print(f"zoo {command}: error: {e}", file=sys.stderr)
         return 2
-    if args.words == "evaluate":
-        from .jobs.evaluate import markdown
-
-        print(markdown(result))
-    elif args.words == "export":
+    if command == "evaluate":
+        print(the_job.module.markdown(result))
+    elif command == "export":
         print(f"exported to {result}")
-    elif args.words == "encode":
+    elif command == "encode":
         print(f"wrote {result['output']} {tuple(result['shape'])}")
-    elif args.words == "index build":
+    elif command == "index build":
         print(f"wrote {result['output']}: {result['texts']} texts, {result['dim']}-d")
-    elif args.words == "search":
+    elif command == "search":
         for query, hits in zip(config.query, result):
             print(f"{query}\n" + "\n".join(f"  {score:.4f}  {text}" for text, score in hits))
-    log.debug("done: zoo %s", args.words)
+    log.debug("done: zoo %s", command)
     return 0 if not isinstance(result, int) else result
+

@@ -2,8 +2,14 @@
 
 A job's config is a dataclass whose fields are declared with ``option(default, help, ...)``; ``add_flags`` turns
 each field into a flag (``batch_size`` -> ``--batch-size``; a bool that defaults to True -> ``--no-NAME``; a
-tuple -> comma-separated values, or a repeated flag with ``append=True``). Checks that need no data live in the
-dataclass's ``__post_init__`` and raise ``ConfigError``, so a bad flag fails before anything is loaded or written.
+tuple -> comma-separated values, or a repeated flag with ``append=True``; ``aliases`` are old spellings still
+accepted, with a deprecation message). Checks that need no data live in the dataclass's ``__post_init__`` and raise
+``ConfigError``, so a bad flag fails before anything is loaded or written.
+
+The flag vocabulary shared by every job lives here too: ``DistributeOptions``, ``TrainOptions`` and
+``StreamOptions`` (one name per concept: ``--tasks``, ``--checkpoint``, ``--output``, ``--limit-train``,
+``--limit-eval``, ``--data-dir``, ...). This module imports nothing heavy: ``zoo --help`` builds every job's flags
+without loading TensorFlow.
 """
 
 from __future__ import annotations
@@ -14,14 +20,44 @@ import types
 import typing
 
 from .errors import ConfigError
-from .logs import show_bars
+from .logs import log, show_bars
+from .paths import DEFAULT_PRESET
+
+POOLINGS = ("cls", "mean", "first-last-avg", "pooler")  # sentence vectors (``zoo.pooling``)
+CROSS_ENCODER_HEADS = ("softmax", "cosent")  # ``zoo.CrossEncoder``'s score heads
+PRETRAINING_OBJECTIVES = ("mlm", "tacl", "taco")  # ``zoo.models.pretrainer``
+DISTRIBUTE_MODES = ("none", "data-parallel")
+# keras.distribution.initialize reads these too
+ENV_COORDINATOR = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
+ENV_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
+DEPRECATED_IN, REMOVED_IN = "0.3", "0.4"  # old flag spellings: still accepted until REMOVED_IN
 
 
-def option(default=None, help="", *, flag=None, choices=None, append=False, required=False):
+def option(default=None, help="", *, flag=None, choices=None, append=False, required=False, aliases=()):
     """A config field with what its flag needs: help text, an optional flag name (``flag="--loss"``),
-    choices, ``append=True`` for a repeated flag collecting a tuple, ``required=True``."""
+    choices, ``append=True`` for a repeated flag collecting a tuple, ``required=True``, and ``aliases``: old
+    spellings (``("--task",)``) still accepted with a deprecation message."""
     return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices,
-                                                        "append": append, "required": required})
+                                                        "append": append, "required": required,
+                                                        "aliases": tuple(aliases)})
+
+
+class DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag: stores like the new one (``nargs=0`` for a switch, storing ``const``) and says
+    which flag replaces it."""
+
+    def __init__(self, option_strings, dest, replacement, append=False, **kwargs):
+        self.replacement, self.append = replacement, append
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        log.warning("%s is deprecated and will be removed in zoo %s: use %s", option_string, REMOVED_IN,
+                    self.replacement)
+        value = self.const if self.nargs == 0 else values
+        if self.append:
+            value = list(getattr(namespace, self.dest, None) or []) + [value]
+        setattr(namespace, self.dest, value)
 
 
 def _base_type(annotation):
@@ -40,12 +76,16 @@ def add_flags(parser, config_class, fixed=()):
         meta, kind = f.metadata, _base_type(hints[f.name])
         name = meta["flag"] or "--" + f.name.replace("_", "-")
         kwargs = {"dest": f.name, "help": meta["help"].replace("%", "%%")}  # argparse formats help
+        aliases = meta.get("aliases", ())
         if kind is bool:
             if f.default is True:
                 name = meta["flag"] or "--no-" + f.name.replace("_", "-")
                 parser.add_argument(name, action="store_false", **kwargs)
             else:
                 parser.add_argument(name, action="store_true", **kwargs)
+            for alias in aliases:
+                parser.add_argument(alias, action=DeprecatedFlag, replacement=name, nargs=0,
+                                    const=f.default is not True, dest=f.name, help=argparse.SUPPRESS)
             continue
         if meta["choices"]:
             kwargs["choices"] = meta["choices"]
@@ -53,15 +93,21 @@ def add_flags(parser, config_class, fixed=()):
             if meta["append"]:
                 parser.add_argument(name, action="append", required=meta["required"], **kwargs)
             else:
-                kwargs["help"] += f" (comma-separated; default: {','.join(f.default) or 'none'})"
+                kwargs["help"] += f" (comma-separated; default: {','.join(map(str, f.default)) or 'none'})"
                 parser.add_argument(name, type=_comma_list, default=f.default, **kwargs)
+            for alias in aliases:
+                parser.add_argument(alias, action=DeprecatedFlag, replacement=name, append=meta["append"],
+                                    type=None if meta["append"] else _comma_list, dest=f.name, help=argparse.SUPPRESS)
             continue
         default = f.default if f.default is not dataclasses.MISSING else None
-        if default is not None and "default:" not in kwargs["help"]:
-            kwargs["help"] += " (default: %(default)s)"
+        if "default:" not in kwargs["help"] and not meta["required"]:
+            kwargs["help"] += " (default: %(default)s)" if default is not None else " (default: none)"
         if not meta["choices"]:
             kwargs["metavar"] = f.name.upper()
-        parser.add_argument(name, type=kind, default=default, required=meta["required"], **kwargs)
+        parser.add_argument(name, type=kind, default=default, required=meta["required"] and not aliases, **kwargs)
+        for alias in aliases:
+            parser.add_argument(alias, action=DeprecatedFlag, replacement=name, type=kind, dest=f.name,
+                                choices=meta["choices"], help=argparse.SUPPRESS)
 
 
 def _comma_list(text):
@@ -78,11 +124,14 @@ def make_config(config_class, args, parser=None, fixed=None):
             values[key] = tuple(value)
     values.update(fixed or {})
     try:
+        for f in dataclasses.fields(config_class):
+            if f.metadata.get("required") and values.get(f.name) is None:
+                raise ConfigError(f"{f.metadata.get('flag') or '--' + f.name.replace('_', '-')} is required")
         config = config_class(**values)
     except ConfigError as e:
         if parser is None:
             raise
-        parser.error(str(e))
+        parser.exit(2, f"{parser.prog}: error: {e}\n")  # one line: the usage is for flags argparse itself refuses
     if getattr(config, "progress", True) is False:  # --no-progress: the evaluations' bars too, not only training's
         show_bars(False)
     return config
@@ -94,3 +143,88 @@ def parse(config_class, argv=None, fixed=None, description=None):
     parser = argparse.ArgumentParser(description=description or (config_class.__doc__ or "").strip().split("\n")[0])
     add_flags(parser, config_class, fixed)
     return make_config(config_class, parser.parse_args(argv), parser, fixed)
+
+
+# ---------------------------------------------------------------------------------- the shared vocabulary
+@dataclasses.dataclass
+class DistributeOptions:
+    """Data-parallel training (``zoo.distribute``): every training job has these flags."""
+
+    distribute: str = option("none", "data-parallel: split each (global) batch over every device (JAX: "
+                                     "keras.distribution; TensorFlow: MirroredStrategy)", choices=DISTRIBUTE_MODES)
+    coordinator: str | None = option(None, "HOST:PORT of process 0, to train in several processes/hosts (JAX; or "
+                                           f"{ENV_COORDINATOR})")
+    num_processes: int | None = option(None, f"processes in the run (or {ENV_PROCESSES})")
+    process_id: int | None = option(None, f"this process, 0..N-1; 0 writes the files (or {ENV_PROCESS_ID})")
+
+
+@dataclasses.dataclass
+class TrainOptions(DistributeOptions):
+    """Settings every training job has."""
+
+    checkpoint: str | None = option(None, "starting checkpoint: a Google TF1 or transformers folder, a zoo preset "
+                                          "(folder or name), a run folder or a .keras file (default: "
+                                          f"{DEFAULT_PRESET})", aliases=("--from",))
+    data_dir: str | None = option(None, "folder with TASK/senteval_cn/TASK.SPLIT.data files (default: the "
+                                        "embedded data/ folder, which holds LCQMC, then ../shared/data)")
+    epochs: int = option(1, "passes over the training data")
+    batch_size: int = option(32, "pairs per step")
+    maxlen: int = option(64, "tokens per text")
+    lr: float = option(1e-4, "peak learning rate")
+    limit_train: int | None = option(None, "train on the first N pairs only (per task)")
+    limit_eval: int | None = option(None, "score the first N pairs of each valid and test split only, the test "
+                                          "scores of the final model included (quick trials; not for reported "
+                                          "numbers)")
+    output: str | None = option(None, "run folder: best model, checkpoint, results (rerun to resume; default: "
+                                      "runs/ plus a name made of the settings)")
+    seed: int = option(42, "random seed (batch order, dropout, new heads)")
+    save_every: int = option(500, "steps between mid-epoch checkpoints")
+    jit_compile: bool = option(True, "train without XLA compilation")
+    progress: bool = option(True, "no progress bars")
+
+    def __post_init__(self):
+        check_positive(self, "epochs", "batch_size", "save_every")
+        check_positive(self, "limit_train", "limit_eval", optional=True)
+        if self.maxlen < 3:
+            raise ConfigError(f"--maxlen must be >= 3, got {self.maxlen}")
+        if self.lr <= 0:
+            raise ConfigError(f"--lr must be > 0, got {self.lr}")
+
+
+@dataclasses.dataclass
+class StreamOptions:
+    """Training pairs read lazily from files (``zoo.train.StreamingPairBatches``): the pair-training jobs' flags."""
+
+    train_files: tuple = option((), "stream the training pairs from these files or folders (TAB-separated pairs, "
+                                    "plain or .gz, any size) instead of the task's train split")
+    stream: bool = option(False, "read the task's train split lazily (as --train-files): memory holds one shuffle "
+                                 "buffer, not the split")
+
+    @property
+    def streamed(self):
+        return bool(self.stream or self.train_files)
+
+    @property
+    def kept_splits(self):
+        """The splits to load into memory: train too unless it is streamed."""
+        return ("valid", "test") if self.streamed else ("train", "valid", "test")
+
+
+def output_option(default):
+    """The ``--output`` flag of a training job whose default run folder is named after its settings."""
+    return option(None, f"run folder: best model, checkpoint, results (rerun to resume; default: {default})")
+
+
+def check_warmup(warmup):
+    """ConfigError unless ``warmup`` (a share of the training steps) is None or in [0, 1)."""
+    if warmup is not None and not 0 <= warmup < 1:
+        raise ConfigError(f"--warmup is a share of the training steps in [0, 1), got {warmup}")
+
+
+def check_positive(config, *names, optional=False):
+    """ConfigError naming the flag when one of ``names`` is below 1 (None allowed when ``optional``)."""
+    for name in names:
+        value = getattr(config, name)
+        if (value is None and optional) or (value is not None and value >= 1):
+            continue
+        raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")

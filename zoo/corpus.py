@@ -95,6 +95,26 @@ def _pair_documents(path):
     return (f"{a}\n{b}" for a, b, _ in iter_pairs(path))
 
 
+def first_documents(sources, n):
+    """The first ``n`` distinct documents of ``document_sources``, taking one from each source in turn (so that a
+    small sample spans every source); reads no further than that."""
+    iterators = [iter(read()) for _, read in sources]
+    seen, out = set(), []
+    while iterators and len(out) < n:
+        for it in list(iterators):
+            doc = next(it, None)
+            if doc is None:
+                iterators.remove(it)
+                continue
+            key = re.sub(r"\s+", "", doc)
+            if key and key not in seen:
+                seen.add(key)
+                out.append(doc)
+                if len(out) == n:
+                    break
+    return out
+
+
 def unique_documents(docs):
     """Documents in order, without repeats (whitespace ignored) or empty ones."""
     seen, out = set(), []
@@ -187,8 +207,25 @@ def _lead(sentences, max_chars):
     return out[:max_chars]
 
 
-def _sentences(text):
+def sentences_of(text):
+    """The sentences of a text (cut after 。！？!?；; and line breaks), stripped, empty ones dropped."""
     return [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
+
+
+def cloze_passage(sentences, pick, max_chars, keep=False):
+    """The passage around sentence ``pick``: the sentences before and after it, taken alternately (nearest first)
+    while they fit in ``max_chars`` characters, in document order; without sentence ``pick`` itself unless
+    ``keep``. When no neighbour fits, the nearest one cut to ``max_chars``."""
+    chosen, used = {pick} if keep else set(), len(sentences[pick]) if keep else 0
+    for step in range(1, len(sentences)):
+        for i in (pick - step, pick + step):
+            if 0 <= i < len(sentences) and used + len(sentences[i]) <= max_chars:
+                chosen.add(i)
+                used += len(sentences[i])
+    if chosen - {pick} or len(sentences) < 2:
+        return "".join(sentences[i] for i in sorted(chosen))
+    nearest = pick - 1 if pick > 0 else pick + 1
+    return "".join(sentences[i] for i in sorted(chosen | {nearest}))[:max_chars]
 
 
 def _held_out_files(corpus_dir, sources):
@@ -216,7 +253,7 @@ def title_set(corpus_dir, passage_chars=200, dev_queries=100):
             title = parts[2].strip()
             if "_" in title and len(title.split("_")[0]) >= 6:
                 title = title.split("_")[0]
-            lead = _lead(_sentences(parts[3].replace("\\n", "\n")), passage_chars)
+            lead = _lead(sentences_of(parts[3].replace("\\n", "\n")), passage_chars)
             key_t, key_l = (re.sub(r"[\W_]+", "", t.lower()) for t in (title, lead))
             if len(key_t) < 4 or len(lead) < 30 or key_t in key_l or key_t in seen or key_l in seen:
                 continue
@@ -237,7 +274,7 @@ def cloze_set(corpus_dir, passage_chars=200, dev_queries=100, min_chars=8, max_c
         share = held_out_share(path)
         for doc in iter_documents(path):
             key = text_bucket(doc)
-            sentences = _sentences(doc)
+            sentences = sentences_of(doc)
             if key >= share or len(sentences) < 3 or key in seen:
                 continue
             fits = [i for i, s in enumerate(sentences) if min_chars <= len(s) <= max_chars]
@@ -245,13 +282,7 @@ def cloze_set(corpus_dir, passage_chars=200, dev_queries=100, min_chars=8, max_c
                 continue
             seen.add(key)
             pick = fits[np.random.default_rng(int(key * 16 ** 12)).integers(len(fits))]
-            before, after, passage = pick - 1, pick + 1, {}
-            while before >= 0 or after < len(sentences):
-                for i in (before, after):
-                    if 0 <= i < len(sentences) and sum(map(len, passage.values())) + len(sentences[i]) <= passage_chars:
-                        passage[i] = sentences[i]
-                before, after = before - 1, after + 1
-            text = "".join(passage[i] for i in sorted(passage))
+            text = cloze_passage(sentences, pick, passage_chars)
             if len(text) >= 30:
                 items.append((sentences[pick], text, key))
     return _finish("cloze", items, dev_queries)
@@ -262,3 +293,32 @@ def question_sets(corpus_dir, passage_chars=200, dev_queries=100):
     "cloze": QuestionSet}, built only from held-out documents (``HELD_OUT``), in a fixed order."""
     return {"titles": title_set(corpus_dir, passage_chars, dev_queries),
             "cloze": cloze_set(corpus_dir, passage_chars, dev_queries)}
+
+
+# ---------------------------------------------------------------------------------- pretraining text
+def default_corpus():
+    """The raw text the reference checkpoints were pretrained on: ``../shared/data/corpus`` beside the repository."""
+    from .paths import DATA_DIR
+
+    return os.path.normpath(os.path.join(DATA_DIR, "..", "..", "shared", "data", "corpus"))
+
+
+def pretraining_documents(corpus, tasks=(), data_dir=None, first=None, sample=None, seed=0, show_progress=True):
+    """The pretraining text in memory: the ``corpus`` files or folders plus the train-split texts of ``tasks``,
+    de-duplicated, without the documents held out for evaluation. ``first`` N: only the first N documents (the
+    sources read in turn, lazily: quick trials); ``sample`` N: a random sample of N of them all (fixed by ``seed``,
+    spanning every source). Reading shows a progress bar."""
+    from .logs import log, progress
+
+    if first:
+        docs = first_documents(document_sources(corpus, tasks, data_dir), first)
+        log.info("the first %d documents of the corpus and task texts (--limit-train)", len(docs))
+        return docs
+    files = corpus_files(corpus)
+    log.info("reading %d corpus files and the train texts of %s (--limit-train N reads only N documents)",
+             len(files), ",".join(tasks) or "no task")
+    texts = progress((d for f in files for d in training_documents(f)), "reading the corpus", show_progress, unit="doc")
+    docs = unique_documents(list(texts) + task_documents(tasks, data_dir))
+    if sample is not None:
+        docs = [docs[i] for i in np.random.default_rng(seed).permutation(len(docs))[:sample]]
+    return docs

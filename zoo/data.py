@@ -36,15 +36,16 @@ class PairDataset:
     bad_lines: int = 0
     duplicates: int = 0
     bad_line_numbers: list = field(default_factory=list)
+    total: int | None = None  # pairs in the file, when this holds only the first ones (``head``)
 
     def __len__(self):
         return len(self.labels)
 
     def head(self, n):
-        """The first ``n`` pairs (for --limit-train)."""
+        """The first ``n`` pairs (``--limit-train``, ``--limit-eval``); ``summary`` says how many of how many."""
         if n is None or n >= len(self):
             return self
-        return PairDataset(self.texts_a[:n], self.texts_b[:n], self.labels[:n], self.path)
+        return PairDataset(self.texts_a[:n], self.texts_b[:n], self.labels[:n], self.path, total=self.total or len(self))
 
     @property
     def texts(self):
@@ -52,7 +53,9 @@ class PairDataset:
         return list(dict.fromkeys(self.texts_a + self.texts_b))
 
     def summary(self):
-        return (f"{os.path.basename(self.path)}: {len(self)} pairs, {self.duplicates} duplicate rows, "
+        if self.total is not None:
+            return f"{os.path.basename(self.path)}: the first {len(self):,} of {self.total:,} pairs"
+        return (f"{os.path.basename(self.path)}: {len(self):,} pairs, {self.duplicates} duplicate rows, "
                 f"{self.bad_lines} bad lines skipped")
 
 
@@ -127,6 +130,8 @@ def read_pairs(path, skip_bad_lines=False):
         texts_a.append(row[0])
         texts_b.append(row[1])
         labels.append(row[2])
+    if not labels:
+        raise DataError(f"{path}: no sentence pairs in the file" + (f" ({len(bad)} bad lines skipped)" if bad else ""))
     return PairDataset(texts_a, texts_b, np.asarray(labels, dtype="float32"), path,
                        bad_lines=len(bad), duplicates=duplicates, bad_line_numbers=bad)
 
@@ -173,13 +178,14 @@ def load_task(task, split, data_dir=None, skip_bad_lines=False):
     return read_pairs(task_file(task, split, data_dir or DATA_DIR), skip_bad_lines=skip_bad_lines)
 
 
-def load_splits(task, data_dir=None, limit_train=None, splits=SPLITS):
-    """{split: PairDataset} of a task (train cut to its first ``limit_train`` pairs), logging a summary of each;
-    ``data_dir`` as in ``resolve_data_dir``."""
+def load_splits(task, data_dir=None, limit_train=None, splits=SPLITS, limit_eval=None):
+    """{split: PairDataset} of a task, train cut to its first ``limit_train`` pairs and valid / test to their
+    first ``limit_eval``, logging a summary of each ("the first 200 of 8,802 pairs"); ``data_dir`` as in
+    ``resolve_data_dir``."""
     data_dir = resolve_data_dir(task, data_dir)
     data = {split: load_task(task, split, data_dir) for split in splits}
-    if "train" in data:
-        data["train"] = data["train"].head(limit_train)
+    for split in data:
+        data[split] = data[split].head(limit_train if split == "train" else limit_eval)
     for split, d in data.items():
         log.info("%s %s: %s", task, split, d.summary())
     return data
@@ -280,19 +286,27 @@ def truncate_at_punctuation(text, maxchars):
 
 
 # ---------------------------------------------------------------------------------- one text per line
-def iter_lines(path):
-    """(line number, text) of a UTF-8 text file (plain or .gz), read lazily; DataError names a bad line."""
+def iter_lines(path, column=None):
+    """(line number, text) of a UTF-8 text file (plain or .gz), read lazily; with ``column`` N, the text is the
+    line's N-th TAB-separated field (1-based). DataError names a bad line."""
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
-                yield number, raw.decode("utf-8").rstrip("\r\n")
+                text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+            if column is not None:
+                fields = text.split("\t")
+                if len(fields) < column:
+                    raise DataError(f"{path}, line {number}: {len(fields)} TAB-separated field(s), no column {column}")
+                text = fields[column - 1]
+            yield number, text
 
 
-def read_lines(path):
-    """Every line of a UTF-8 text file (plain or .gz) in memory; DataError names a bad line or an empty file."""
-    lines = [text for _, text in iter_lines(path)]
+def read_lines(path, column=None):
+    """Every line (or its ``column``-th TAB-separated field) of a UTF-8 text file (plain or .gz) in memory;
+    DataError names a bad line or an empty file."""
+    lines = [text for _, text in iter_lines(path, column)]
     if not lines:
         raise DataError(f"{path}: no lines to encode")
     return lines
@@ -308,10 +322,10 @@ def count_lines(path):
     return n + (last != b"\n")
 
 
-def iter_chunks(path, chunk_size):
-    """(chunk index, first line's index, texts) of consecutive ``chunk_size``-line chunks."""
+def iter_chunks(path, chunk_size, column=None):
+    """(chunk index, first line's index, texts) of consecutive ``chunk_size``-line chunks (``iter_lines``)."""
     chunk, start = [], 0
-    for number, text in iter_lines(path):
+    for number, text in iter_lines(path, column):
         chunk.append(text)
         if len(chunk) == chunk_size:
             yield (number - 1) // chunk_size, start, chunk

@@ -32,14 +32,10 @@ import time
 import keras
 import numpy as np
 
+from .config import DISTRIBUTE_MODES as MODES
+from .config import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
 from .errors import ConfigError
 from .logs import log
-
-MODES = ("none", "data-parallel")
-# keras.distribution.initialize reads these too
-ENV_COORDINATOR = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
-ENV_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
-ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +87,18 @@ _STRATEGIES = {}
 def current():
     """The distribution ``setup`` set last (none, on the current backend, when it was never called)."""
     return _current or Distribution(backend=keras.backend.backend())
+
+
+def setup_for(config):
+    """``setup`` from a job's config (its ``DistributeOptions`` and batch size), before any model is built; returns
+    the ``Distribution``. On TensorFlow, several replicas train without XLA (MirroredStrategy's steps cannot be
+    jit-compiled on CPU): ``config.jit_compile`` is turned off then."""
+    dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id,
+                 batch_size=getattr(config, "batch_size", None))
+    if dist.backend == "tensorflow" and dist.devices > 1 and getattr(config, "jit_compile", False):
+        log.info("MirroredStrategy: training without XLA (--no-jit-compile)")
+        config.jit_compile = False
+    return dist
 
 
 def setup(mode="none", coordinator=None, num_processes=None, process_id=None, batch_size=None, timeout=120.0):

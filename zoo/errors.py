@@ -1,4 +1,5 @@
-"""zoo's error classes (a leaf: imports nothing from zoo). Each message names the file, line, field or flag."""
+"""zoo's error classes (a leaf: imports nothing from zoo). Each message names the file, line, field or flag; a missing
+optional package names the ``pip install 'zoo[...]'`` that brings it (``require``)."""
 
 
 class ZooError(Exception):
@@ -15,3 +16,27 @@ class DataError(ZooError, ValueError):
 
 class ConfigError(ZooError, ValueError):
     """A bad setting (a flag or config field); the message names it. Raised before any work starts."""
+
+
+class MissingExtra(ZooError, ImportError):
+    """A feature whose optional packages are not installed; the message names the ``pip install 'zoo[...]'``."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training: the state was saved at ``epoch`` / ``step`` in ``output``, where a rerun with the same
+    command resumes. A KeyboardInterrupt, so code that handles Ctrl-C still sees one."""
+
+    def __init__(self, output, epoch, step):
+        super().__init__(f"interrupted at epoch {epoch}, step {step}: saved in {output}; rerun the same command to "
+                         f"resume")
+        self.output, self.epoch, self.step = output, epoch, step
+
+
+def require(module, extra, feature):
+    """``import module``, or MissingExtra naming ``pip install 'zoo[extra]'`` for ``feature``."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtra(f"{feature} needs {module.split('.')[0]} ({e}): pip install 'zoo[{extra}]'") from None

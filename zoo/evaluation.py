@@ -5,16 +5,15 @@ fractions, as scipy and scikit-learn do; evaluators report x100, the scale of th
 
 An **evaluator** (sentence-transformers' shape) is called on a model and returns a dict of metrics; its
 ``primary_metric`` (with ``greater_is_better``) selects the best model. zoo's training engine uses them, and
-``EvaluatorCallback`` runs one inside your own ``model.fit``.
+``zoo.train.EvaluatorCallback`` runs one inside your own ``model.fit``. This module loads no backend: the metrics
+and thresholds work on numpy arrays.
 """
 
 from __future__ import annotations
 
-import keras
 import numpy as np
 
 from .errors import ConfigError
-from .logs import log
 
 
 def _check_scores(scores, labels):
@@ -68,7 +67,8 @@ class SpearmanEvaluator(Evaluator):
         self.dataset, self.batch_size, self.name = dataset, batch_size, name
 
     def __call__(self, model):
-        scores = model.similarity_pairwise(self.dataset.texts_a, self.dataset.texts_b, batch_size=self.batch_size)
+        scores = model.similarity_pairwise(self.dataset.texts_a, self.dataset.texts_b, batch_size=self.batch_size,
+                                           precision="fp32")  # the Keras model itself is what is evaluated
         self.scores = scores  # kept for thresholds and plots
         return {"spearman": 100 * spearman(scores, self.dataset.labels),
                 "pearson": 100 * pearson(scores, self.dataset.labels)}
@@ -84,7 +84,8 @@ class AccuracyEvaluator(Evaluator):
         self.dataset, self.batch_size, self.name = dataset, batch_size, name
 
     def __call__(self, model):
-        scores = model.predict(list(zip(self.dataset.texts_a, self.dataset.texts_b)), batch_size=self.batch_size)
+        scores = model.predict(list(zip(self.dataset.texts_a, self.dataset.texts_b)), batch_size=self.batch_size,
+                               precision="fp32")
         self.scores = scores
         threshold, acc = best_threshold(scores, self.dataset.labels)
         return {"accuracy": 100 * acc, "threshold": threshold}
@@ -151,8 +152,8 @@ def pair_scores(model, dataset, batch_size=128):
     """Similarity scores of a model on a PairDataset: cosine for an encoder (SentenceEncoder, SimBERT), the
     cross-encoder's score otherwise."""
     if hasattr(model, "similarity_pairwise"):
-        return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size)
-    return model.predict(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size)
+        return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size, precision="fp32")
+    return model.predict(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size, precision="fp32")
 
 
 def evaluate_task(model, data, batch_size=128, valid_scores=None):
@@ -174,40 +175,6 @@ def evaluate_encoder(encoder, dataset, batch_size=64):
     """Cosine scores of a SentenceEncoder on a PairDataset -> ({spearman, pearson, n} x100, scores)."""
     evaluator = SpearmanEvaluator(dataset, batch_size)
     return {**evaluator(encoder), "n": len(dataset)}, evaluator.scores
-
-
-class EvaluatorCallback(keras.callbacks.Callback):
-    """An evaluator inside ``fit``: after each epoch ``logs["val_<primary metric>"]``, the best epoch remembered
-    (``history``, ``best``, ``best_epoch``), saved with ``save_to`` (a preset, atomically) and its weights put
-    back into ``model`` when training ends (``restore_best``).
-
-    >>> encoder.fit(..., callbacks=[zoo.evaluation.EvaluatorCallback(SpearmanEvaluator(valid), encoder)])
-    """
-
-    def __init__(self, evaluator, model, save_to=None, restore_best=True, verbose=True):
-        super().__init__()
-        self.evaluator, self.target = evaluator, model
-        self.save_to, self.restore_best, self.verbose = save_to, restore_best, verbose
-        self.best, self.best_epoch, self.best_weights, self.history = None, None, None, []
-
-    def on_epoch_end(self, epoch, logs=None):
-        metrics = self.evaluator(self.target)
-        value = metrics[self.evaluator.primary_metric]
-        self.history.append(value)
-        if logs is not None:
-            logs[f"val_{self.evaluator.primary_metric}"] = value
-        if self.evaluator.better(value, self.best):
-            self.best, self.best_epoch = value, epoch + 1
-            self.best_weights = self.target.get_weights()
-            if self.save_to:
-                self.target.save(self.save_to)
-        if self.verbose:
-            log.info("epoch %d: %s %s %.2f (best %.2f, epoch %d)", epoch + 1, self.evaluator.name,
-                     self.evaluator.primary_metric, value, self.best, self.best_epoch)
-
-    def on_train_end(self, logs=None):
-        if self.restore_best and self.best_weights is not None:
-            self.target.set_weights(self.best_weights)
 
 
 # ---------------------------------------------------------------------------------- thresholds and accuracy
@@ -247,7 +214,7 @@ def best_threshold(scores, labels, method="sweep"):
 
     sweep (default): exact. Sort once and evaluate every midpoint between neighbouring distinct scores (plus
     "all positive" = min - 1 and "all negative" = max): O(n log n). Ties in accuracy go to the lowest threshold.
-    bisect: the binary search of the user's card. It walks the sorted candidates towards the side where accuracy
+    bisect: a binary search. It walks the sorted candidates towards the side where accuracy
     rises, assuming accuracy(t) is unimodal; on a plateau or with several local maxima (overlapping classes,
     multi-modal scores) it can stop at a local optimum and miss the best threshold. O(n log n).
     powell: bojone/CoSENT's scipy Powell search on tanh(x) from x = 1 (threshold in (-1, 1)), for parity with

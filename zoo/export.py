@@ -22,7 +22,6 @@ Other model kinds are added with ``register_spec`` (see ``ServingSpec``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -33,14 +32,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from .checkpoints import save_transformers
-from .config import option
 from .errors import ConfigError
-from .logs import log
 from .losses import l2_normalize
 from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
 from .paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
-from .inference import bfloat16_copy, onnx_graph, quantize_onnx
+from .inference import bfloat16_copy
 from .tokenizer import SPECIAL_TOKENS
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -306,21 +302,61 @@ def load_exportable(path, pooling=None, maxlen=None):
     return model
 
 
-def export_onnx(model, path, opset=17, quantize="none"):
-    """The ``ids`` signature as an ONNX file (tf2onnx): ``token_ids``, ``segment_ids``, ``padding_mask``
-    int32 [batch, length] -> the model's output. Tokenize with ``zoo.Tokenizer`` (ONNX has no tokenizer).
-    ``quantize="int8"``: ONNX Runtime's dynamic quantization (``zoo.inference.quantize_onnx``)."""
-    spec = serving_spec(model)
-    path = os.fspath(path)
-    if quantize == "int8":
-        graph = onnx_graph(model, path + ".fp32", postprocess=(spec.output, spec.postprocess), opset=opset)
-        quantize_onnx(graph, path)
-        os.remove(graph)
-        return path
-    if quantize != "none":
+ONNX_FILE = "model.onnx"
+
+
+def export_onnx(model, path, quantize="none"):
+    """``model`` as one ONNX file: the fused ONNX Runtime graph (``zoo.fused_onnx``) of the ``ids`` signature,
+    ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the served output (``embedding``,
+    L2-normalised, or ``score``). ``quantize``: "none", "int8" (ONNX Runtime's dynamic quantization,
+    ``zoo.inference.quantize``) or "auto" (int8 when ``zoo.inference.choose`` picks it for this model on this
+    machine). Returns the precision written: "onnx-fp32" or "int8"."""
+    import tempfile
+
+    from .inference import choose, quantize as quantize_graph, require_onnx
+
+    if quantize not in ("none", "int8", "auto"):
         raise ConfigError(f"ONNX export quantizes to int8 only (ONNX Runtime has no fast bf16 CPU kernels), "
                           f"got {quantize!r}")
-    return onnx_graph(model, path, postprocess=(spec.output, spec.postprocess), opset=opset)
+    require_onnx()
+    import onnx
+
+    from .fused_onnx import fused_graph
+
+    serving_spec(model)
+    if quantize == "auto":
+        quantize = "int8" if choose(model.encoder if isinstance(model, SimBERT) else model) == "int8" else "none"
+    graph = fused_graph(model, served=True)
+    path = os.fspath(path)
+    if quantize == "none":
+        onnx.save(graph, path)
+        return "onnx-fp32"
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save(graph, os.path.join(tmp, ONNX_FILE))
+        quantize_graph(os.path.join(tmp, ONNX_FILE), path)
+    return "int8"
+
+
+def export_onnx_folder(model, path, quantize="none", maxlen=None):
+    """An ONNX export folder at ``path`` (written to a temporary folder, then renamed), which ``zoo serve``
+    serves behind the same APIs as a SavedModel: ``model.onnx`` (``export_onnx``), the tokenizer
+    (``vocab.txt``, ``tokenizer_config.json``) and ``zoo_manifest.json`` (text inputs, output, maxlen, precision,
+    the sha256 of every file)."""
+    spec = serving_spec(model)
+    maxlen = int(maxlen or model.maxlen)
+    max_positions = model.backbone.max_sequence_length
+    if maxlen > max_positions:
+        raise ValueError(f"maxlen={maxlen} is above the model's {max_positions} position embeddings")
+    with atomic_dir(path) as tmp:
+        precision = export_onnx(model, os.path.join(tmp, ONNX_FILE), quantize=quantize)
+        model.tokenizer.save_to_preset(tmp)
+        write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {
+            "format": "zoo-onnx", "model": {"class": type(model).__name__, "head": getattr(model, "head", None)},
+            "text_inputs": list(spec.text_inputs), "vocabulary_size": model.backbone.vocabulary_size,
+            "num_segments": model.backbone.num_segments, "max_positions": model.backbone.max_sequence_length,
+            "output": spec.output, "maxlen": maxlen, "precision": precision,
+            "zero_segments": bool(getattr(model, "zero_segments", False)), "files": file_manifest(tmp)})
+    return path
 
 
 def quantized_copy(model, quantize):
@@ -333,55 +369,3 @@ def quantized_copy(model, quantize):
     copy.set_weights(model.get_weights())
     copy.quantize("int8")
     return copy
-
-
-# ----------------------------------------------------------------------------------- the command
-@dataclasses.dataclass
-class ExportConfig:
-    """Write MODEL as <OUT>/<NAME>/<VERSION>/ (TF Serving's layout): a SavedModel that takes raw strings, or with
-    --format onnx a model.onnx that takes token ids (plus vocab.txt)."""
-
-    model: str = option(None, "a checkpoint folder (Google, transformers), a zoo preset (folder or name), run folder "
-                              "or .keras file of a SentenceEncoder, SimBERT or CrossEncoder", required=True)
-    out: str = option(None, "base folder; the export goes to OUT/NAME/VERSION", required=True)
-    format: str = option("saved_model", "saved_model: strings in (TF Serving); onnx: token ids in; transformers: "
-                                        "a BertModel folder (+ sentence-transformers modules for cls/mean pooling)",
-                         choices=("saved_model", "onnx", "transformers"))
-    name: str = option("default", "model name")
-    version: int | None = option(None, "version number (default: the next free one)")
-    signature: str = option("text", "text: strings in, tokenizer in the graph (signatures text, ids, tokenize); "
-                                    "ids: token ids in, no tf-text ops", choices=("text", "ids"))
-    pooling: str | None = option(None, "pooling when MODEL is a checkpoint (default: cls)",
-                                 choices=("cls", "mean", "first-last-avg", "pooler"))
-    maxlen: int | None = option(None, "tokens per text (default: the model's maxlen)")
-    quantize: str = option("none", "int8: ONNX Runtime dynamic quantization (onnx) or Keras int8 kernels "
-                                   "(saved_model); bf16: a bfloat16 SavedModel", choices=("none", "int8", "bf16"))
-
-    def __post_init__(self):
-        if self.format == "onnx" and self.quantize == "bf16":
-            raise ConfigError("--quantize bf16 is for --format saved_model (ONNX Runtime has no fast bf16 CPU "
-                              "kernels); for ONNX use --quantize int8")
-        if self.version is not None and self.version < 1:
-            raise ConfigError(f"--version must be a positive integer, got {self.version}")
-
-
-def run(config: ExportConfig):
-    model = load_exportable(config.model, pooling=config.pooling, maxlen=config.maxlen)
-    path = version_path(config.out, config.name, config.version)
-    if os.path.exists(path):
-        raise FileExistsError(f"{path} exists; choose another --version")
-    if config.format == "transformers":
-        if config.quantize != "none":
-            raise ConfigError("--format transformers writes float32 weights; drop --quantize")
-        with atomic_dir(path) as tmp:
-            save_transformers(model.backbone, tmp, model.tokenizer, pooling=getattr(model, "pooling", None),
-                              maxlen=model.maxlen)
-    elif config.format == "onnx":
-        with atomic_dir(path) as tmp:
-            export_onnx(model, os.path.join(tmp, "model.onnx"), quantize=config.quantize)
-            model.tokenizer.save(tmp)
-    else:
-        export_saved_model(model if config.quantize == "none" else quantized_copy(model, config.quantize), path,
-                           signature=config.signature)
-    log.info("exported %s (maxlen %d) to %s", type(model).__name__, model.maxlen, path)
-    return path

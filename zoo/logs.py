@@ -1,8 +1,8 @@
 """zoo's one output channel: the ``zoo`` logger (messages) and tqdm bars (long work, with rates).
 
 The library only logs; an application decides what is shown. The ``zoo`` command and the task scripts call
-``setup_cli()``: INFO messages on stderr, and TensorFlow's C++ start-up lines (CUDA stubs, oneDNN notices,
-printed before its logging is configured) kept out of the terminal.
+``setup_cli()``: INFO messages on stderr, TensorFlow's C++ start-up lines (CUDA stubs, oneDNN notices, printed
+before its logging is configured) kept out of the terminal, and Ctrl-C during training ended with one line.
 """
 
 from __future__ import annotations
@@ -75,32 +75,72 @@ def root_logging_kept():
         root.setLevel(level)
 
 
-def quiet_backend_import():
-    """Import Keras and its backend with fd 2 silenced, unless TensorFlow is already imported: its C++ start-up
-    lines (CUDA stubs, oneDNN notices) are written before any log level applies. Used once, by ``import zoo``."""
-    import sys
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, or None (with a warning naming ``pip install 'zoo[plots]'``) when
+    matplotlib is not installed: the pictures of a run are extras, its numbers are not."""
+    try:
+        import matplotlib
+    except ImportError:
+        log.warning("no plots: matplotlib is not installed (pip install 'zoo[plots]')")
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-    if "tensorflow" in sys.modules or "keras" in sys.modules:
-        import keras  # noqa: F401
-        return
-    with stderr_silenced():
-        import keras  # noqa: F401
+    return plt
+
+
+def warn_deprecated(old, new, removed_in="0.4"):
+    """A DeprecationWarning: ``old`` still works, ``new`` replaces it, and zoo ``removed_in`` removes it."""
+    import warnings
+
+    warnings.warn(f"{old} is deprecated and will be removed in zoo {removed_in}: use {new}", DeprecationWarning,
+                  stacklevel=3)
+
+
+def _interrupted_hook(previous):
+    """An excepthook for scripts: a ``TrainingInterrupted`` (Ctrl-C, state saved) ends the process with one line and
+    status 130; anything else goes to ``previous``."""
+    from .errors import TrainingInterrupted
+
+    if getattr(previous, "zoo_hook", False):
+        return previous
+
+    def hook(kind, value, traceback):
+        if not isinstance(value, TrainingInterrupted):
+            return previous(kind, value, traceback)
+        import shlex
+
+        command = shlex.join(["python", os.path.basename(sys.argv[0]), *sys.argv[1:]])
+        print(f"interrupted at epoch {value.epoch}, step {value.step}; resume with: {command}", file=sys.stderr,
+              flush=True)
+        os._exit(130)  # no interpreter teardown: the backend's threads would only add noise
+
+    hook.zoo_hook = True
+    return hook
 
 
 def setup_cli(level=logging.INFO):
-    """For programs (the ``zoo`` command, task scripts): zoo's messages at ``level`` on stderr as ``[zoo] ...``,
-    and TensorFlow's one-time device and XLA start-up lines (cuInit errors on CPU machines, "XLA service
-    initialized") consumed here, silently, instead of in the middle of the first step."""
+    """For programs (the ``zoo`` command, task scripts, benchmarks), called before anything imports the backend:
+    zoo's messages at ``level`` on stderr as ``[zoo] ...``, and the backend's start-up noise kept out of the
+    terminal. TensorFlow's C++ INFO and WARNING lines ("XLA service ... initialized", oneDNN notices, "Allocation
+    of N exceeds 10% of free system memory", "Ignoring Assert operator") are turned off with
+    ``TF_CPP_MIN_LOG_LEVEL=2`` unless the environment sets it, and what TensorFlow writes to file descriptor 2
+    while it loads and probes devices (CUDA stubs, "failed call to cuInit" on a machine without a GPU) is
+    discarded. Errors later on still show, and every failure still raises. The library itself changes none of
+    this."""
     if not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("[zoo] %(message)s"))
         log.addHandler(handler)
     log.setLevel(level)
-    import keras
+    log.propagate = False  # a library that gives the root logger a handler must not print zoo's lines twice
+    sys.excepthook = _interrupted_hook(sys.excepthook)
+    if "tensorflow" not in sys.modules and not os.environ.get("TF_CPP_MIN_LOG_LEVEL"):
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    with stderr_silenced():
+        import keras
 
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
 
-        with stderr_silenced():
             tf.config.list_physical_devices()
-            tf.function(lambda x: x + 1.0, jit_compile=True)(tf.constant(1.0))

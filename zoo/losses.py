@@ -1,4 +1,5 @@
-"""Every loss of zoo, in keras.ops (one home): CoSENT, in-batch softmax (SimBERT / SimCSE / Mirror-BERT), cosine MSE,
+"""Every loss of zoo, in keras.ops (one home): CoSENT, in-batch softmax (SimBERT / SimCSE / Mirror-BERT), in-batch
+ranking of pairs (multiple negatives ranking, with CoSENT), cosine MSE,
 triplet, soft-target cross-entropy (DvBERT), the joint SimBERT loss, and the pretraining losses (MLM, TaCL, TACO).
 
 Functions compute a loss from tensors; the ``keras.losses.Loss`` / layer classes wrap them for ``compile``. Under
@@ -57,6 +58,27 @@ def in_batch_softmax_loss(embeddings, partner, scale):
     return ops.mean(keras.losses.sparse_categorical_crossentropy(partner, sim, from_logits=True))
 
 
+def multiple_negatives_ranking_loss(embeddings, anchor_weights, scale=20.0):
+    """In-batch ranking (multiple negatives ranking loss, InfoNCE with in-batch negatives) on interleaved pairs.
+
+    ``embeddings`` [2B, d]: rows (a_1, b_1, a_2, b_2, ...); ``anchor_weights`` [B]: 1 where (a_i, b_i) is a
+    paraphrase (a_i is then an anchor with positive b_i), 0 elsewhere. With c_ij = cos(a_i, b_j)::
+
+        loss = sum_i w_i * (log sum_j exp(scale * c_ij) - scale * c_ii) / max(sum_i w_i, 1)
+
+    every b_j of the batch is a candidate for every anchor, so the other pairs' b's are its negatives, and a pair
+    (a_k, b_k) labelled as non-paraphrase contributes its b_k as one more negative (a hard one when b_k is a
+    rewrite of a_i). A batch without anchors gives 0. Reference: Henderson et al. 2017, "Efficient Natural
+    Language Response Suggestion for Smart Reply" (sentence-transformers' MultipleNegativesRankingLoss, scale 20).
+    """
+    z = l2_normalize(ops.cast(embeddings, "float32"))
+    z = ops.reshape(z, (-1, 2, ops.shape(z)[-1]))
+    logits = ops.matmul(z[:, 0], ops.transpose(z[:, 1])) * scale  # [B, B]: anchors x candidates
+    ce = keras.losses.sparse_categorical_crossentropy(ops.arange(ops.shape(logits)[0]), logits, from_logits=True)
+    w = ops.cast(ops.reshape(anchor_weights, (-1,)), "float32")
+    return ops.sum(ce * w) / ops.maximum(ops.sum(w), 1.0)
+
+
 def cosine_mse_loss(labels, scores):
     """Sentence-BERT regression: MSE between cosine and the label (already scaled to [0, 1])."""
     return ops.mean(ops.square(ops.cast(scores, "float32") - ops.cast(labels, "float32")))
@@ -80,6 +102,29 @@ class CoSENTLoss(keras.losses.Loss):
 
     def get_config(self):
         return {**super().get_config(), "scale": self.scale, "gap_weighted": self.gap_weighted}
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class CoSENTInBatchLoss(keras.losses.Loss):
+    """CoSENT on the pair cosines plus ``weight`` x the in-batch ranking loss (``multiple_negatives_ranking_loss``).
+
+    ``y_pred``: the [2B, d] embeddings of interleaved pairs (a_1, b_1, ...); ``y_true`` [B, 2]: each pair's CoSENT
+    label (0/1, or graded) and its anchor flag (1: a paraphrase, whose a ranks its b above the batch's other b's)."""
+
+    def __init__(self, weight=1.0, scale=20.0, in_batch_scale=20.0, name="cosent_in_batch", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.weight, self.scale, self.in_batch_scale = weight, scale, in_batch_scale
+
+    def call(self, y_true, y_pred):
+        y_true, y_pred = gather_batch(y_true), gather_batch(y_pred)
+        loss = cosent_loss(y_true[:, 0], pair_cosine(y_pred), self.scale)
+        if self.weight:
+            loss = loss + self.weight * multiple_negatives_ranking_loss(y_pred, y_true[:, 1], self.in_batch_scale)
+        return replica_share(loss)
+
+    def get_config(self):
+        return {**super().get_config(), "weight": self.weight, "scale": self.scale,
+                "in_batch_scale": self.in_batch_scale}
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -265,3 +310,26 @@ class PretrainingLoss(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "objective": self.objective, "nsp": self.nsp}
+
+
+# ---------------------------------------------------------------------------------- a bi-encoder's objective
+def objective_labels(objective, labels, graded=None):
+    """Labels as each pair objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), cosine MSE
+    in [0, 1]. ``graded`` (0-5 labels) defaults to ``labels.max() > 1``."""
+    graded = labels.max() > 1 if graded is None else graded
+    if objective == "cosent":
+        return labels.astype("float32")
+    if objective == "sbert":
+        return (labels > 2.5).astype("int32") if graded else labels.astype("int32")
+    return (labels / (5.0 if graded else 1.0)).astype("float32")
+
+
+def objective_loss(objective, matryoshka_dims=(), in_batch_weight=0.0):
+    """The Keras loss of a pair objective ("cosent", "sbert", "cosine_mse"); with ``matryoshka_dims``, summed over
+    the nested dimensions (``MatryoshkaLoss``); with ``in_batch_weight``, CoSENT plus that much in-batch ranking
+    (``CoSENTInBatchLoss``, on the embeddings of ``zoo.models.build_trainer(..., in_batch=True)``)."""
+    if in_batch_weight:
+        return CoSENTInBatchLoss(in_batch_weight)
+    loss = {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
+            "sbert": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}[objective]
+    return MatryoshkaLoss(loss) if matryoshka_dims else loss

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-POOLINGS = ("cls", "mean", "first-last-avg", "pooler")
+from .config import POOLINGS
 
 
 def masked_mean(x, padding_mask):

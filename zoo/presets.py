@@ -41,7 +41,7 @@ def save_preset(model, tokenizer, directory, metadata=None, weights_dtype="float
         if weights_dtype != "float32":
             store_weights_as(os.path.join(tmp, PRESET_WEIGHTS), weights_dtype)
         if tokenizer is not None:
-            tokenizer.save(tmp)
+            tokenizer.save_to_preset(tmp)
         files = file_manifest(tmp)
         config = {
             "format": FORMAT,

@@ -80,7 +80,7 @@ def simplify_vocab(tokens, startswith=SPECIAL_TOKENS):
     Keeps ``startswith`` first (in that order), then every token (by original id) except multi-character
     tokens that contain a CJK character or punctuation once ``##`` is stripped (``##的``, ``[unused1]``).
     Returns ``(new_tokens, keep_tokens)``; ``keep_tokens[i]`` is the original id of new id ``i``, the
-    argument that slices embedding rows and the MLM bias (``zoo.load_backbone(..., keep_tokens=...)``).
+    argument that slices embedding rows and the MLM bias (``zoo.BertBackbone.from_preset(..., keep_tokens=...)``).
     """
     index = {t: i for i, t in enumerate(tokens)}
     new_tokens, keep_tokens = [], []
@@ -105,7 +105,7 @@ def simplify_vocab(tokens, startswith=SPECIAL_TOKENS):
 class Tokenizer:
     """Chinese BERT tokenizer.
 
-    >>> tok = zoo.load_tokenizer("chinese_L-12_H-768_A-12")
+    >>> tok = zoo.Tokenizer.from_preset("chinese_L-12_H-768_A-12")
     >>> tok.encode("今天天气不错", "今天天气很好", maxlen=16)   # (token_ids, segment_ids)
     >>> tok(["你好", "在吗"], maxlen=32)                       # padded numpy batch
     """
@@ -285,7 +285,15 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- saving
     def save(self, directory):
-        """Write ``vocab.txt`` and ``tokenizer_config.json`` (transformers-compatible) into ``directory``."""
+        """Deprecated: ``save_to_preset``."""
+        from .logs import warn_deprecated
+
+        warn_deprecated("Tokenizer.save", "Tokenizer.save_to_preset")
+        self.save_to_preset(directory)
+
+    def save_to_preset(self, directory):
+        """Write ``vocab.txt`` and ``tokenizer_config.json`` (transformers-compatible) into ``directory``;
+        ``Tokenizer.from_preset(directory)`` reads them back."""
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as f:
             f.write("\n".join(self.vocab) + "\n")
@@ -323,6 +331,3 @@ def _read_json(path):
     return config
 
 
-def load_tokenizer(path, simplified=False, startswith=SPECIAL_TOKENS):
-    """Alias of ``Tokenizer.from_preset`` (kept for one release)."""
-    return Tokenizer.from_preset(path, simplified, startswith)

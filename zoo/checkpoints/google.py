@@ -61,7 +61,7 @@ def save_google_checkpoint(backbone, folder, tokenizer=None):
     tf.compat.v1.train.Saver(var_list=variables).save(None, os.path.join(folder, "bert_model.ckpt"))
     write_bert_config(backbone, os.path.join(folder, GOOGLE_CONFIG))
     if tokenizer is not None:
-        tokenizer.save(folder)
+        tokenizer.save_to_preset(folder)
 
 
 def write_bert_config(backbone, path):

@@ -89,7 +89,7 @@ def save_transformers(backbone, folder, tokenizer=None, pooling=None, maxlen=Non
     write_json_atomic(os.path.join(folder, "config.json"), {"architectures": ["BertModel"], "model_type": "bert",
                                                       "pad_token_id": 0, **bert_config(backbone)})
     if tokenizer is not None:
-        tokenizer.save(folder)
+        tokenizer.save_to_preset(folder)
         write_json_atomic(os.path.join(folder, "tokenizer_config.json"),
                     {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": maxlen or 512})
     if pooling in ("cls", "mean"):

@@ -6,7 +6,8 @@
 
 import importlib as _importlib
 
-JOBS = ("bi_encoder", "compare", "cross_encoder", "dvbert", "encode", "evaluate", "mirror_bert", "pretrain", "simbert")
+JOBS = ("bi_encoder", "compare", "cross_encoder", "dvbert", "encode", "evaluate", "export", "mirror_bert", "pretrain",
+        "search", "simbert")
 
 
 def __getattr__(name):

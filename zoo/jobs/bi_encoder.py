@@ -9,41 +9,32 @@ the valid Spearmans.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 
-import keras
 import numpy as np
 
-from ..augment import word_order_pairs, word_order_rewrite
-from ..backbone import backbone_inputs
-from ..config import option
-from ..data import PairDataset, load_splits
+from ..augment import WORD_ORDER, word_order_pairs
+from ..config import POOLINGS, StreamOptions, TrainOptions, check_warmup, option, output_option
+from ..corpus import read_corpus
+from ..data import load_splits
 from ..errors import ConfigError
-from ..evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
-from ..losses import CoSENTInBatchLoss, CoSENTLoss, CosineMSELoss, MatryoshkaLoss
-from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
-from ..train import MultiTaskBatches, PairBatches, check_warmup, fit, learning_rate
-from ..train.batches import HardNegativeBatches
-from ..train.results import accuracy_cell, data_files, history_table, run_record, table, task_table, write_results
-from .common import (POOLINGS, StreamOptions, TrainOptions, check_tasks, limit_eval, start, streamed_files,
-                     streamed_pairs)
+from .common import check_checkpoint, check_tasks, start, streamed_files
 
 OBJECTIVES = ("cosent", "sbert", "cosine_mse")
-WORD_ORDER = "WORDORDER"  # the word-order valid set's name (``word_order_valid``)
 
 
 @dataclasses.dataclass
 class BiEncoderConfig(TrainOptions, StreamOptions):
     """Train a bi-encoder (SentenceEncoder) on sentence pairs."""
 
-    task: str = option("LCQMC", "a task (LCQMC, ATEC, BQ, PAWSX, STS-B), or several comma-separated: one model on "
-                                "their union, kept by the mean valid Spearman")
+    tasks: tuple = option(("LCQMC",), "a task (LCQMC, ATEC, BQ, PAWSX, STS-B), or several: one model on their "
+                                      "union, kept by the mean valid Spearman", aliases=("--task",))
     objective: str = option("cosent", "training loss", flag="--loss", choices=OBJECTIVES)
     pooling: str = option("cls", "sentence vector", choices=POOLINGS)
     warmup: float | None = option(None, "linear warm-up over this share of the steps, then linear decay to 0 "
                                         "(default: constant lr)")
     eval_batch_size: int = option(128, "texts per model call when evaluating")
+    output: str | None = output_option("runs/TASKS_LOSS_POOLING")
     length_buckets: bool = option(True, "plain random batches (default: batches of similar-length pairs, less "
                                         "padding)")
     batching: str = option("task", "several tasks: each batch from one task, or all mixed with graded labels "
@@ -59,10 +50,19 @@ class BiEncoderConfig(TrainOptions, StreamOptions):
                                          "negatives included (multiple negatives ranking; cosent)")
     word_order_valid: bool = option(False, "also select on WORDORDER: LCQMC valid's paraphrase pairs plus each one's "
                                            "first text against its word-order rewrite (label 0)")
+    ict_corpus: tuple = option((), "inverse cloze task: also train on (sentence, the passage around it) pairs of "
+                                   "these corpus files or folders (documents held out for evaluation excluded), "
+                                   "ranked in-batch; needs --in-batch-weight")
+    ict_limit: int | None = option(None, "--ict-corpus: documents per epoch (a fixed sample; default all)")
+    ict_maxlen: int = option(128, "--ict-corpus: tokens of a query or passage row (passages up to that many "
+                                  "characters less 2)")
+    query_prefix: str = option("", "--ict-corpus: text put before each query (e.g. 'query: '), saved with the model "
+                                   "and put before search queries (SentenceEncoder.encode_queries)")
 
     def __post_init__(self):
         super().__post_init__()
         check_tasks(self.tasks)
+        check_checkpoint(self.checkpoint)
         if self.eval_tasks:
             check_tasks(self.eval_tasks, "--eval-tasks")
         if self.objective not in OBJECTIVES:
@@ -86,75 +86,38 @@ class BiEncoderConfig(TrainOptions, StreamOptions):
                 self.objective != "cosent" or self.matryoshka_dims or self.streamed):
             raise ConfigError("--word-order-negatives / --in-batch-weight need --loss cosent, without "
                               "--matryoshka-dims, --stream or --train-files")
+        if self.ict_corpus and not self.in_batch_weight:
+            raise ConfigError("--ict-corpus needs --in-batch-weight W: its pairs train through the in-batch ranking")
+        if self.query_prefix and not self.ict_corpus:
+            raise ConfigError("--query-prefix is for the queries of --ict-corpus")
+        if self.ict_maxlen < 8 or (self.ict_limit is not None and self.ict_limit < 1):
+            raise ConfigError("--ict-maxlen must be >= 8 and --ict-limit >= 1")
 
     @property
-    def tasks(self):
-        return [t.strip() for t in self.task.split(",") if t.strip()]
-
-
-def objective_labels(objective, labels, graded=None):
-    """Labels as each objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), MSE in [0, 1].
-    ``graded`` (0-5 labels) defaults to ``labels.max() > 1``."""
-    graded = labels.max() > 1 if graded is None else graded
-    if objective == "cosent":
-        return labels.astype("float32")
-    if objective == "sbert":
-        return (labels > 2.5).astype("int32") if graded else labels.astype("int32")
-    return (labels / (5.0 if graded else 1.0)).astype("float32")
-
-
-def objective_loss(objective, matryoshka_dims=(), in_batch_weight=0.0):
-    """The objective's Keras loss; with ``matryoshka_dims``, summed over the nested dimensions; with
-    ``in_batch_weight``, CoSENT plus that much in-batch ranking (on embeddings: ``build_trainer``)."""
-    if in_batch_weight:
-        return CoSENTInBatchLoss(in_batch_weight)
-    loss = {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),
-            "sbert": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}[objective]
-    return MatryoshkaLoss(loss) if matryoshka_dims else loss
-
-
-def build_trainer(config, encoder):
-    """The model that trains ``encoder``: pair cosines (or the SBERT head) for the objective's loss, or, with
-    ``--in-batch-weight``, the [2B, d] embeddings of the interleaved pairs."""
-    if config.in_batch_weight:
-        inputs = backbone_inputs()
-        return keras.Model(inputs, encoder(inputs), name="cosent_in_batch_trainer")
-    return build_pair_trainer(encoder, config.objective, matryoshka_dims=config.matryoshka_dims)
-
-
-def anchor_labels(labels):
-    """[N, 2]: each pair's label and its anchor flag for the in-batch loss (1: a paraphrase, label 1 of 0/1, or
-    4 and up of STS-B's 0-5)."""
-    top = 5.0 if labels.max() > 1 else 1.0
-    return np.stack([labels, labels >= 0.8 * top], axis=1).astype("float32")
+    def task(self):
+        """The tasks as one name, "LCQMC+BQ" (run folders, results tables)."""
+        return "+".join(self.tasks)
 
 
 def train_batches(config, tokenizer, splits):
-    """The batch source: one task's pairs (in memory, or streamed from files), or several tasks' (per-task
-    batches, or mixed); with ``--word-order-negatives``, each 0/1 task's batches get word-order rewrites of their
-    sentences as pairs labelled 0; with ``--in-batch-weight``, labels carry the anchor flag (``anchor_labels``)."""
-    tasks = config.tasks
+    """The job's batch source: the train pairs of ``config.tasks`` (``zoo.train.pair_training_batches``), or one
+    task's pairs streamed from files (``--stream`` / ``--train-files``), plus inverse cloze batches of
+    ``--ict-corpus``."""
+    from ..losses import objective_labels
+    from ..train.batches import InverseClozeBatches, pair_training_batches, streamed_pairs
+
     if config.streamed:
-        return streamed_pairs(config, tokenizer, tasks[0], lambda y, graded: objective_labels(config.objective, y,
-                                                                                                graded))
-    labels = {t: objective_labels(config.objective, splits[t]["train"].labels) for t in tasks}
-
-    def pairs(dataset, y):
-        batches = PairBatches(tokenizer, dataset, config.batch_size, config.maxlen,
-                              anchor_labels(y) if config.in_batch_weight else y, config.length_buckets)
-        if config.word_order_negatives and y.max() <= 1:
-            rewrite = functools.partial(word_order_rewrite, seed=config.seed)
-            batches = HardNegativeBatches(batches, dataset, rewrite, config.word_order_negatives)
-        return batches
-
-    if len(tasks) == 1:
-        return pairs(splits[tasks[0]]["train"], labels[tasks[0]])
-    if config.batching == "task":
-        return MultiTaskBatches([pairs(splits[t]["train"], labels[t]) for t in tasks])
-    scaled = [labels[t] / (5.0 if labels[t].max() > 1 else 1.0) for t in tasks]
-    union = PairDataset(sum((splits[t]["train"].texts_a for t in tasks), []),
-                        sum((splits[t]["train"].texts_b for t in tasks), []), np.concatenate(scaled).astype("float32"))
-    return pairs(union, union.labels)
+        return streamed_pairs(config, tokenizer, config.tasks[0],
+                              lambda y, graded: objective_labels(config.objective, y, graded))
+    extra = []
+    if config.ict_corpus:  # one more part: inverse cloze batches of the corpus
+        extra.append(InverseClozeBatches(tokenizer, read_corpus(config.ict_corpus), config.batch_size,
+                                         config.ict_maxlen, config.ict_maxlen - 2, config.query_prefix,
+                                         limit=config.ict_limit, seed=config.seed))
+    return pair_training_batches(tokenizer, {t: splits[t]["train"] for t in config.tasks}, config.batch_size,
+                                 config.maxlen, objective=config.objective, batching=config.batching,
+                                 length_buckets=config.length_buckets, in_batch=bool(config.in_batch_weight),
+                                 word_order_negatives=config.word_order_negatives, seed=config.seed, extra=extra)
 
 
 def word_order_valid(config):
@@ -166,17 +129,25 @@ def word_order_valid(config):
 
 def run(config: BiEncoderConfig):
     """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    import keras
+
+    from ..evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
+    from ..losses import objective_loss
+    from ..models.bi_encoder import SentenceEncoder, build_trainer
+    from ..train import fit, learning_rate
+
     t0 = time.time()
     tasks = config.tasks
-    checkpoint, output = start(config, f"{'+'.join(tasks)}_{config.objective}_{config.pooling}")
-    splits = {t: limit_eval(load_splits(t, config.data_dir, config.limit_train, config.kept_splits),
-                            config.limit_eval) for t in tasks}
+    checkpoint, output = start(config, f"{config.task}_{config.objective}_{config.pooling}")
+    splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
+              for t in tasks}
 
     encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    encoder.query_prefix = config.query_prefix
     batches = train_batches(config, encoder.tokenizer, splits)
     if any(d > encoder.dim for d in config.matryoshka_dims):
         raise ConfigError(f"--matryoshka-dims: the model has {encoder.dim} dimensions, got {config.matryoshka_dims}")
-    trainer = build_trainer(config, encoder)
+    trainer = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
     trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
                                                                   config.epochs * len(batches))),
                     loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
@@ -196,14 +167,16 @@ def run(config: BiEncoderConfig):
                                  reuse if len(evaluators) == 1 else reuse.get(t)) for t in tasks}
     for t in config.eval_tasks:
         if t not in tasks:
-            per_task[t] = evaluate_task(best, limit_eval(load_splits(t, config.data_dir, splits=("valid", "test")),
-                                                         config.limit_eval), config.eval_batch_size)
+            per_task[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
+                                                          limit_eval=config.limit_eval), config.eval_batch_size)
     return report(config, checkpoint, output, run, splits, per_task, t0, batches)
 
 
 def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):
     """Write results.json and results.md of a bi-encoder run: settings, data files, the per-epoch curve, and
     each task's valid/test Spearman and accuracy (``per_task``, from ``evaluate_task``)."""
+    from ..train.results import accuracy_cell, data_files, history_table, run_record, table, task_table, write_results
+
     tasks = list(splits)
     files = {}
     for t in tasks:
@@ -223,7 +196,7 @@ def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):
                     [(config.task, config.objective, config.pooling, checkpoint, config.epochs, run.best_epoch,
                       results["valid_spearman"], results["test_spearman"],
                       None if "tasks" in results else accuracy_cell(results))])
-    markdown = summary + "\n\n" + history_table(run.history, "valid_spearman")
+    markdown = summary + "\n\n" + history_table(run.history, "valid_spearman", run.best_epoch)
     if "tasks" in results:
         markdown += "\n\n" + task_table(per_task, tasks)
     return write_results(output, results, markdown)

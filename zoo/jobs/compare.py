@@ -14,12 +14,9 @@ from ..config import option
 from ..data import load_task, resolve_data_dir
 from ..evaluation import accuracy, best_threshold, percent, spearman, threshold_accuracy
 from ..logs import log
-from ..models.bi_encoder import SentenceEncoder
-from ..models.cross_encoder import CrossEncoder
 from ..paths import sha256_of
-from ..train.results import write_results
 from . import bi_encoder, cross_encoder
-from .common import check_tasks
+from .common import check_checkpoint, check_tasks
 
 MODELS = ("cosent", "sbert", "interact")
 TRANSFER_FROM = {"PAWSX": "LCQMC"}  # no train split here: evaluate models trained on LCQMC
@@ -37,20 +34,24 @@ class CompareConfig:
     epochs: int = option(1, "epochs per model")
     bi_lr: float = option(1e-4, "learning rate of the bi-encoders")
     cross_lr: float = option(5e-5, "learning rate of the cross-encoder")
-    limit_train: int | None = option(None, "train on the first N pairs only")
-    limit_eval: int | None = option(None, "evaluate on the first N pairs of valid and test only")
+    limit_train: int | None = option(None, "train on the first N pairs only (per task)")
+    limit_eval: int | None = option(None, "score the first N pairs of each valid and test split only (quick trials)")
     seed: int = option(42, "random seed")
     progress: bool = option(True, "no progress bars")
     jit_compile: bool = option(True, "train without XLA compilation")
 
     def __post_init__(self):
         check_tasks(self.tasks, "--tasks")
+        check_checkpoint(self.checkpoint)
 
 
 def _train(task, model, config):
     """Train (or, when its run folder is complete, reload) one model; returns a callable pairs -> scores."""
+    from ..models.bi_encoder import SentenceEncoder
+    from ..models.cross_encoder import CrossEncoder
+
     folder = os.path.join(config.output, task, model)
-    common = dict(task=task, checkpoint=config.checkpoint, data_dir=config.data_dir, epochs=config.epochs,
+    common = dict(tasks=(task,), checkpoint=config.checkpoint, data_dir=config.data_dir, epochs=config.epochs,
                   limit_train=config.limit_train, limit_eval=config.limit_eval, output=folder, seed=config.seed,
                   progress=config.progress, jit_compile=config.jit_compile)
     if model == "interact":
@@ -63,6 +64,9 @@ def _train(task, model, config):
 
 
 def run(config: CompareConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    from ..train.results import write_results
+
     t0 = time.time()
     os.makedirs(config.output, exist_ok=True)
     rows, files, scorers, baselines = [], {}, {}, {}
@@ -71,6 +75,7 @@ def run(config: CompareConfig):
         data_dir = resolve_data_dir(task, config.data_dir)
         valid, test = load_task(task, "valid", data_dir).head(config.limit_eval), \
             load_task(task, "test", data_dir).head(config.limit_eval)
+        log.info("%s valid: %s; test: %s", task, valid.summary(), test.summary())
         files[task] = {s: {"path": d.path, "sha256": sha256_of(d.path)} for s, d in (("valid", valid), ("test", test))}
         curves = {}
         majority = int(np.mean(valid.labels) >= 0.5)  # the trivial predictor: valid's majority class
@@ -98,13 +103,13 @@ def run(config: CompareConfig):
 
 def comparison_table(rows, tasks, baselines):
     """Test accuracy (95% CI) per model and task after the majority-class baseline, then Spearman, in the shape
-    of methods.md §5.5."""
+    of the CoSENT comparison (docs/methods.md)."""
     names = {"cosent": "CoSENT", "sbert": "Sentence-BERT", "interact": "Interact (cross-encoder)"}
     head = "| model | " + " | ".join(f"{t}{' (transfer from LCQMC)' if t in TRANSFER_FROM else ''}" for t in tasks)
     lines = [head + " | avg |", "|---" * (len(tasks) + 2) + "|"]
     trivial = [baselines[t]["test_accuracy"] for t in tasks]
-    lines.append("| Majority class of valid (baseline) accuracy | " + " | ".join(f"{v:.2f}" for v in trivial)
-                 + f" | {np.mean(trivial):.2f} |")
+    lines.append("| Baseline: valid's majority class predicted for every test pair, accuracy | "
+                 + " | ".join(f"{v:.2f}" for v in trivial) + f" | {np.mean(trivial):.2f} |")
     for metric in ("test_accuracy", "test_spearman"):
         for model in MODELS:
             cells, values = [], []
@@ -116,16 +121,19 @@ def comparison_table(rows, tasks, baselines):
                              else f"{r[metric]:.2f}")
             label = names[model] + (" accuracy" if metric == "test_accuracy" else " Spearman")
             lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(values):.2f} |")
-    return "\n".join(lines) + "\n\nAccuracy: threshold fitted on valid (exact sweep), applied to test; [95% bootstrap].\n"
+    return "\n".join(lines) + ("\n\nAccuracy: threshold fitted on valid (exact sweep), applied to test; [95% bootstrap]. "
+                               "The baseline predicts, for every test pair, the label most frequent in valid: it "
+                               "falls below 50 where test's majority label differs from valid's.\n")
 
 
 def plot_task(task, curves, output):
     """{task}_scores.png (test score histograms by label, threshold marked) and {task}_threshold.png (accuracy
     vs threshold on valid and test)."""
-    import matplotlib
+    from ..logs import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        return
 
     fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
     for ax, (model, (_, _, s, y, t)) in zip(np.atleast_1d(axes), curves.items()):

@@ -7,44 +7,52 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import keras
-
-from ..config import option
+from ..config import CROSS_ENCODER_HEADS as HEADS
+from ..config import StreamOptions, TrainOptions, option, output_option
 from ..data import load_splits
 from ..errors import ConfigError
-from ..evaluation import AccuracyEvaluator
-from ..losses import CoSENTLoss
-from ..models.cross_encoder import HEADS, CrossEncoder
-from ..train import PairBatches, fit
-from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
-from .common import StreamOptions, TrainOptions, check_tasks, limit_eval, start, streamed_files, streamed_pairs
-from ..evaluation import evaluate_task
+from .common import check_checkpoint, check_tasks, start, streamed_files
 
 
 @dataclasses.dataclass
 class CrossEncoderConfig(TrainOptions, StreamOptions):
     """Train a cross-encoder (interaction-based matcher) on sentence pairs."""
 
-    task: str = option("LCQMC", "the task to train on")
+    tasks: tuple = option(("LCQMC",), "the task to train on (one)", aliases=("--task",))
     head: str = option("softmax", "softmax: P(similar), cross-entropy; cosent: a raw score, CoSENT ranking loss",
                        choices=HEADS)
     maxlen: int = option(128, "tokens per pair")
     lr: float = option(2e-5, "learning rate")
     zero_segments: bool = option(False, "all segment ids 0, as bojone's interact.py")
     length_buckets: bool = option(True, "plain random batches (default: batches of similar-length pairs)")
+    output: str | None = output_option("runs/TASK_cross_HEAD")
 
     def __post_init__(self):
         super().__post_init__()
-        check_tasks([self.task])
+        check_tasks(self.tasks)
+        if len(self.tasks) != 1:
+            raise ConfigError(f"--tasks: a cross-encoder trains on one task, got {','.join(self.tasks)}")
+        check_checkpoint(self.checkpoint)
         if self.head not in HEADS:
             raise ConfigError(f"--head must be one of {HEADS}, got {self.head!r}")
 
+    @property
+    def task(self):
+        return self.tasks[0]
+
 
 def run(config: CrossEncoderConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    import keras
+
+    from ..evaluation import AccuracyEvaluator, evaluate_task
+    from ..losses import CoSENTLoss
+    from ..models.cross_encoder import CrossEncoder
+    from ..train import PairBatches, fit, streamed_pairs
+
     t0 = time.time()
     checkpoint, output = start(config, f"{config.task}_cross_{config.head}")
-    data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits),
-                      config.limit_eval)
+    data = load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
 
     model = CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
                                      zero_segments=config.zero_segments)
@@ -70,6 +78,8 @@ def run(config: CrossEncoderConfig):
 
 def report(config, checkpoint, output, run, data, scores, t0, batches=None):
     """Write results.json and results.md of a cross-encoder run (``scores`` from ``evaluate_task``)."""
+    from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
+
     files = data_files(data)
     if streamed_files(batches):
         files["train"] = streamed_files(batches)
@@ -77,4 +87,5 @@ def report(config, checkpoint, output, run, data, scores, t0, batches=None):
     markdown = table(["task", "head", "valid acc", "threshold", "test acc [95% CI]", "test Spearman"],
                      [(config.task, config.head, scores["valid_accuracy"], f"{scores['threshold']:.4f}",
                        accuracy_cell(scores), scores["test_spearman"])])
-    return write_results(output, results, markdown + "\n\n" + history_table(run.history, "valid_accuracy"))
+    return write_results(output, results,
+                         markdown + "\n\n" + history_table(run.history, "valid_accuracy", run.best_epoch))

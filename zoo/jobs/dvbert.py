@@ -14,19 +14,12 @@ import dataclasses
 import os
 import time
 
-import keras
 import numpy as np
 
-from ..config import option
+from ..config import POOLINGS, TrainOptions, check_warmup, option, output_option
 from ..data import load_splits
 from ..errors import ConfigError
-from ..evaluation import SpearmanEvaluator, evaluate_task
-from ..losses import CoSENTLoss, SoftTargetLoss
-from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
-from ..models.cross_encoder import predict_teachers
-from ..train import DistillBatches, PairBatches, check_warmup, fit, learning_rate
-from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
-from .common import POOLINGS, TrainOptions, check_tasks, limit_eval, start
+from .common import check_checkpoint, check_tasks, start
 
 OBJECTIVES = ("sbert", "cosent", "cosent-gap")
 
@@ -35,7 +28,7 @@ OBJECTIVES = ("sbert", "cosent", "cosent-gap")
 class DvBERTConfig(TrainOptions):
     """DvBERT: distil cross-encoder teachers into a siamese student."""
 
-    task: str = option("LCQMC", "the task to train on (0/1 labels)")
+    tasks: tuple = option(("LCQMC",), "the task to train on (one, 0/1 labels)", aliases=("--task",))
     teachers: tuple = option((), "a trained cross-encoder (softmax head), e.g. runs/LCQMC_cross_softmax; repeat "
                                  "for several", flag="--teacher", append=True, required=True)
     objective: str = option("sbert", "student loss: the paper's softmax head, CoSENT ranked by the annealed "
@@ -46,21 +39,40 @@ class DvBERTConfig(TrainOptions):
     batch_size: int = option(16, "pairs per step")
     lr: float = option(2e-5, "peak learning rate")
     warmup: float = option(0.1, "share of steps for linear warm-up (then linear decay)")
+    output: str | None = output_option("runs/TASK_dvbert")
 
     def __post_init__(self):
         super().__post_init__()
-        check_tasks([self.task])
+        check_tasks(self.tasks)
+        if len(self.tasks) != 1:
+            raise ConfigError(f"--tasks: DvBERT trains on one task, got {','.join(self.tasks)}")
+        check_checkpoint(self.checkpoint)
+        for teacher in self.teachers:
+            check_checkpoint(teacher, "--teacher")
         if not self.teachers:
             raise ConfigError("DvBERT needs at least one trained cross-encoder teacher (--teacher PATH)")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--objective must be one of {OBJECTIVES}, got {self.objective!r}")
         check_warmup(self.warmup)
 
+    @property
+    def task(self):
+        return self.tasks[0]
+
 
 def run(config: DvBERTConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    import keras
+
+    from ..evaluation import SpearmanEvaluator, evaluate_task
+    from ..losses import CoSENTLoss, SoftTargetLoss
+    from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
+    from ..models.cross_encoder import predict_teachers
+    from ..train import DistillBatches, PairBatches, fit, learning_rate
+
     t0 = time.time()
     checkpoint, output = start(config, f"{config.task}_dvbert")
-    data = limit_eval(load_splits(config.task, config.data_dir, config.limit_train), config.limit_eval)
+    data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval)
     if not np.all(np.isin(data["train"].labels, (0, 1))):
         raise ConfigError(f"DvBERT here handles binary labels; {config.task} train has other values")
     teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
@@ -87,9 +99,12 @@ def run(config: DvBERTConfig):
 
 def report(config, checkpoint, output, run, data, scores, t0):
     """Write results.json and results.md of a DvBERT run (``scores`` from ``evaluate_task``)."""
+    from ..train.results import accuracy_cell, data_files, history_table, run_record, table, write_results
+
     results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": data_files(data),
                **scores}
     markdown = table(["task", "student", "teachers", "test Spearman", "test accuracy [95% CI]"],
                      [(config.task, f"DvBERT ({config.objective}, {config.pooling})", len(config.teachers),
                        scores["test_spearman"], accuracy_cell(scores))])
-    return write_results(output, results, markdown + "\n\n" + history_table(run.history, "valid_spearman"))
+    return write_results(output, results,
+                         markdown + "\n\n" + history_table(run.history, "valid_spearman", run.best_epoch))

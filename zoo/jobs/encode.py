@@ -20,14 +20,13 @@ import time
 
 import numpy as np
 
-from ..config import option
+from ..config import POOLINGS, option
 from ..data import count_lines, iter_chunks, iter_lines
 from ..errors import ConfigError, DataError, ZooError
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
-from ..inference import PRECISIONS
+from ..inference import PRECISIONS, runner
 from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
-from .common import POOLINGS
 
 CALIBRATION_LINES = 2048  # int8 storage: per-dimension scales from the embeddings of the first lines
 
@@ -39,6 +38,8 @@ class EncodeConfig:
     model: str = option(DEFAULT_ENCODER, "a run folder, zoo preset (folder or name), .keras file or checkpoint "
                                          "folder (default: the shipped general sentence-embedding model)")
     input: str = option(None, "text file, one text per line (UTF-8; .gz allowed)", required=True)
+    column: int | None = option(None, "embed the N-th TAB-separated field of each line (1-based), e.g. 1 for the "
+                                      "first text of a pair file (default: the whole line)")
     output: str = option(None, "the .npy file to write ([lines, dim]; binary: [lines, dim / 8] uint8)",
                          required=True)
     batch_size: int = option(64, "texts per model call")
@@ -50,10 +51,16 @@ class EncodeConfig:
     truncate_dim: int | None = option(None, "keep the first D dimensions of each vector (then L2-normalise)")
     dtype: str = option("float32", "how vectors are stored: float32, float16, int8 (per-dimension scales in "
                                    "OUT.npy.json) or binary (signs, 8 per byte)", choices=EMBEDDING_DTYPES)
-    precision: str = option("fp32", "the model's arithmetic: fp32, bf16 (CPUs with AVX512-BF16/AMX, else fp32 "
-                                    "with a warning) or int8 (ONNX Runtime, dynamic quantization)",
+    precision: str = option("auto", "the model's arithmetic: auto (the fastest path measured close to fp32 on "
+                                    "this machine), fp32 (Keras), bf16 (CPUs with AVX512-BF16/AMX, else fp32 with a "
+                                    "warning), onnx-fp32 or int8 (a fused ONNX Runtime graph; zoo.inference)",
                             choices=PRECISIONS)
-    processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p")
+    processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p (with "
+                               "--engine ray: the number of Ray actors, one model copy each)")
+    engine: str = option("local", "local: this machine's processes; ray: a Ray cluster (Ray Data, an actor pool)",
+                         choices=("local", "ray"))
+    address: str | None = option(None, "--engine ray: the cluster to join (e.g. ray://HOST:10001, or auto); "
+                                       "default: a new local cluster")
     chunk_size: int = option(8192, "lines per chunk, the unit of work saved for resume")
     progress: bool = option(True, "no progress bar")
 
@@ -63,6 +70,10 @@ class EncodeConfig:
         for name in ("batch_size", "processes", "chunk_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.address is not None and self.engine != "ray":
+            raise ConfigError("--address is for --engine ray")
+        if self.column is not None and self.column < 1:
+            raise ConfigError(f"--column counts from 1, got {self.column}")
 
 
 def load_encoder(config):
@@ -80,13 +91,13 @@ def embed(model, texts, config):
 
 
 # ------------------------------------------------------------------------------ the work folder
-SETTINGS = ("model", "input", "input_bytes", "lines", "dtype", "truncate_dim", "long_text", "maxlen", "pooling",
-            "precision", "chunk_size")
+SETTINGS = ("model", "input", "input_bytes", "lines", "column", "dtype", "truncate_dim", "long_text", "maxlen",
+            "pooling", "precision", "chunk_size")
 
 
 def _settings(config, lines):
     return {"model": config.model, "input": os.path.abspath(config.input), "input_bytes":
-            os.path.getsize(config.input), "lines": lines, "dtype": config.dtype, "truncate_dim": config.truncate_dim,
+            os.path.getsize(config.input), "lines": lines, "column": config.column, "dtype": config.dtype, "truncate_dim": config.truncate_dim,
             "long_text": config.long_text, "maxlen": config.maxlen, "pooling": config.pooling,
             "precision": config.precision, "chunk_size": config.chunk_size}
 
@@ -97,7 +108,7 @@ def _start_work(work, settings, model, config):
     meta = dict(settings, dim=dim, shape=[settings["lines"], stored_width(dim, config.dtype)],
                 stored_dtype="uint8" if config.dtype == "binary" else config.dtype)
     if config.dtype == "int8":
-        sample = [t for _, t in zip(range(CALIBRATION_LINES), (t for _, t in iter_lines(config.input)))]
+        sample = [t for _, t in zip(range(CALIBRATION_LINES), (t for _, t in iter_lines(config.input, config.column)))]
         meta["int8_scales"] = int8_scales(embed(model, sample, config)).tolist()
     tmp = work + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -137,7 +148,7 @@ def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
     fd = os.open(path, os.O_WRONLY)
     try:
         with open(os.path.join(work, f"done-{shard}.txt"), "a", encoding="utf-8") as log_file:
-            for index, start, texts in iter_chunks(config.input, config.chunk_size):
+            for index, start, texts in iter_chunks(config.input, config.chunk_size, config.column):
                 if index % shards != shard or index in done:
                     continue
                 rows = quantize_embeddings(embed(model, texts, config), config.dtype, scales)
@@ -167,9 +178,15 @@ def run(config: EncodeConfig):
     lines = count_lines(config.input)
     if not lines:
         raise DataError(f"{config.input}: no lines to encode")
+    first = next(iter_lines(config.input))[1]
+    if config.column is None and "\t" in first:
+        log.warning("%s: line 1 holds TABs; each whole line is embedded, TABs included (--column N embeds the N-th "
+                    "field only)", config.input)
     os.makedirs(os.path.dirname(os.path.abspath(config.output)), exist_ok=True)
     work, settings = config.output + ".partial", _settings(config, lines)
     model = load_encoder(config)
+    if config.precision == "auto":  # decided here, graphs cached, before any worker process starts
+        runner(getattr(model, "encoder", model), "auto")
     if os.path.exists(os.path.join(work, "meta.json")):
         with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
             meta = json.load(f)
@@ -191,7 +208,11 @@ def run(config: EncodeConfig):
     remaining = sum(min(config.chunk_size, lines - c * config.chunk_size) for c in range(chunks) if c not in done)
     bar = progress(None, "encode", config.progress, total=remaining, unit="sent")
     started = time.time()
-    if config.processes == 1:
+    if config.engine == "ray":
+        from .ray_encode import encode_chunks
+
+        encode_chunks(config, work, meta, done, load_encoder, embed, on_chunk=bar.update if bar is not None else None)
+    elif config.processes == 1:
         encode_shard(config, work, model=model, on_chunk=bar.update if bar is not None else None)
     else:
         _run_workers(config, work, bar)

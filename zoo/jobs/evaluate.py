@@ -7,13 +7,10 @@ import dataclasses
 import os
 import time
 
-
-from ..config import option
+from ..config import POOLINGS, option
 from ..data import TASKS, load_splits
 from ..errors import ConfigError
-from ..evaluation import evaluate_task
-from ..models import from_preset
-from ..train.results import data_files, task_table, write_results
+from .common import check_checkpoint
 
 
 @dataclasses.dataclass
@@ -23,26 +20,35 @@ class EvaluateConfig:
     model: str = option(None, "a run folder, zoo preset (folder or name), .keras file or checkpoint folder",
                         required=True)
     tasks: tuple = option(("LCQMC",), f"tasks to evaluate on: {', '.join(TASKS)}")
-    data_dir: str | None = option(None, "folder with {TASK}/senteval_cn/{TASK}.{split}.data (default: the "
-                                        "embedded data/, then ../shared/data)")
+    data_dir: str | None = option(None, "folder with TASK/senteval_cn/TASK.SPLIT.data files (default: the embedded "
+                                        "data/ folder, which holds LCQMC, then ../shared/data)")
     pooling: str | None = option(None, "pooling when MODEL is a checkpoint, not a saved model (default: cls)",
-                                 choices=("cls", "mean", "first-last-avg", "pooler"))
+                                 choices=POOLINGS)
     maxlen: int | None = option(None, "tokens per text (default: the model's)")
     batch_size: int = option(128, "texts per model call")
+    limit_eval: int | None = option(None, "score the first N pairs of each valid and test split only (quick trials)")
     output: str | None = option(None, "folder for results.json and results.md (default: none written)")
 
     def __post_init__(self):
         unknown = [t for t in self.tasks if t not in TASKS]
         if unknown or not self.tasks:
             raise ConfigError(f"--tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+        if self.limit_eval is not None and self.limit_eval < 1:
+            raise ConfigError(f"--limit-eval must be >= 1, got {self.limit_eval}")
+        check_checkpoint(self.model, "--model")
 
 
 def run(config: EvaluateConfig):
+    """Scores of ``--model`` on each task; results.json and results.md in ``--output`` when given."""
+    from ..evaluation import evaluate_task
+    from ..models import from_preset
+    from ..train.results import data_files, write_results
+
     t0 = time.time()
     model = from_preset(config.model, pooling=config.pooling, maxlen=config.maxlen)
     per_task, files = {}, {}
     for task in config.tasks:
-        data = load_splits(task, config.data_dir, splits=("valid", "test"))
+        data = load_splits(task, config.data_dir, splits=("valid", "test"), limit_eval=config.limit_eval)
         per_task[task] = evaluate_task(model, data, config.batch_size)
         files.update({f"{task}.{s}": f for s, f in data_files(data).items()})
     results = {"config": dataclasses.asdict(config), "model_class": type(model).__name__, "data_files": files,
@@ -54,4 +60,7 @@ def run(config: EvaluateConfig):
 
 
 def markdown(results):
+    """The model and its per-task table."""
+    from ..train.results import task_table
+
     return f"{results['model_class']} from {results['config']['model']}\n\n" + task_table(results["tasks"])

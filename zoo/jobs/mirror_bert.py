@@ -7,28 +7,21 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import keras
-
-from ..config import option
+from ..config import POOLINGS, TrainOptions, option
 from ..data import available_tasks, load_task, read_lines, resolve_data_dir, sample_train_texts
 from ..errors import ConfigError
-from ..evaluation import SpearmanEvaluator
-from ..losses import InBatchSoftmaxLoss
-from ..models.bi_encoder import SentenceEncoder
+from ..logs import log
 from ..paths import DEFAULT_PRESET
-from ..train import MirrorBatches, fit
-from ..train.results import history_table, run_record, table, write_results
-from .common import POOLINGS, DistributeOptions, setup_distribution
+from .common import check_checkpoint
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
 
 
 @dataclasses.dataclass
-class MirrorBertConfig(DistributeOptions):
+class MirrorBertConfig(TrainOptions):
     """Mirror-BERT / SimCSE unsupervised sentence encoder."""
 
-    start: str | None = option(None, "checkpoint to start from (default: the embedded preset)", flag="--from")
-    sentences: str | None = option(None, "a text file, one sentence per line (default: 10k random train-split "
+    sentences: str | None = option(None, "a text file, one sentence per line (default: 10,000 random train-split "
                                          "texts of LCQMC, BQ and STS-B)")
     pooling: str = option("mean", "sentence vector", choices=POOLINGS)
     k: int = option(5, "characters of the span to mask; 0 = SimCSE (dropout only)")
@@ -39,15 +32,14 @@ class MirrorBertConfig(DistributeOptions):
     batch_size: int = option(200, "sentences per step")
     maxlen: int = option(50, "tokens per sentence (batches are padded to it, as the original)")
     lr: float = option(2e-5, "learning rate (AdamW)")
-    epochs: int = option(1, "passes over the sentences")
     dropout: float = option(0.1, "dropout of the encoder while training")
-    data_dir: str | None = option(None, "where the tasks' files are")
-    output: str = option("runs/mirror", "run folder")
-    seed: int = option(42, "random seed")
-    jit_compile: bool = option(True, "train without XLA compilation")
-    progress: bool = option(True, "no progress bars")
+    limit_train: int | None = option(None, "train on N sentences only (the default sample, or the first N of "
+                                           "--sentences)")
+    output: str = option("runs/mirror", "run folder (rerun to resume)")
+    save_every: int = option(1000, "steps between mid-epoch checkpoints")
 
     def __post_init__(self):
+        super().__post_init__()
         if self.k < 0 or self.batch_size < 2 or self.temperature <= 0:
             raise ConfigError("--k must be >= 0, --batch-size >= 2 and --temperature > 0")
         try:
@@ -56,19 +48,43 @@ class MirrorBertConfig(DistributeOptions):
             raise ConfigError(f"--matryoshka-dims must be integers, got {self.matryoshka_dims}") from None
         if self.matryoshka_dims and min(self.matryoshka_dims) < 1:
             raise ConfigError(f"--matryoshka-dims must be >= 1, got {self.matryoshka_dims}")
+        check_checkpoint(self.checkpoint)
 
 
 def training_sentences(config, tasks):
-    """--sentences (one per line), or 10,000 random train-split texts of ``tasks``."""
+    """--sentences (one per line), or 10,000 random train-split texts of ``tasks``; ``--limit-train N``: N of them."""
     if config.sentences:
-        return [t.strip() for t in read_lines(config.sentences) if t.strip()]
-    return sample_train_texts(tasks, 10_000, config.seed)
+        sentences = [t.strip() for t in read_lines(config.sentences) if t.strip()]
+        return sentences[: config.limit_train] if config.limit_train else sentences
+    n = min(config.limit_train or 10_000, 10_000)
+    if config.limit_train:
+        log.info("%d training sentences (--limit-train)", n)
+    return sample_train_texts(tasks, n, config.seed)
+
+
+def evaluation_sets(config, tasks):
+    """({task: test PairDataset}, LCQMC valid), cut to their first ``--limit-eval`` pairs."""
+    tests = {task: load_task(task, "test", folder).head(config.limit_eval) for task, folder in tasks.items()}
+    valid = load_task("LCQMC", "valid", tasks.get("LCQMC") or resolve_data_dir("LCQMC", config.data_dir))
+    valid = valid.head(config.limit_eval)
+    for name, d in [*((f"{t} test", d) for t, d in tests.items()), ("LCQMC valid", valid)]:
+        log.info("%s: %s", name, d.summary())
+    return tests, valid
 
 
 def run(config: MirrorBertConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    import keras
+
+    from ..distribute import setup_for
+    from ..evaluation import SpearmanEvaluator
+    from ..losses import InBatchSoftmaxLoss
+    from ..models.bi_encoder import SentenceEncoder
+    from ..train import MirrorBatches, fit
+
     t0 = time.time()
-    setup_distribution(config)
-    start = config.start or DEFAULT_PRESET
+    setup_for(config)
+    start = config.checkpoint or DEFAULT_PRESET
     tasks = available_tasks(EVAL_TASKS, config.data_dir)
     sentences = training_sentences(config, tasks)
     keras.utils.set_random_seed(config.seed)
@@ -78,11 +94,11 @@ def run(config: MirrorBertConfig):
     trainer = encoder.trainer()
     trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
                     loss=InBatchSoftmaxLoss(config.temperature, config.matryoshka_dims), jit_compile=config.jit_compile)
-    tests = {task: load_task(task, "test", folder) for task, folder in tasks.items()}
+    tests, valid = evaluation_sets(config, tasks)
     before = {t: SpearmanEvaluator(d)(encoder)["spearman"] for t, d in tests.items()}
-    valid = load_task("LCQMC", "valid", tasks.get("LCQMC") or resolve_data_dir("LCQMC", config.data_dir))
     run = fit(trainer, batches, config.output, epochs=config.epochs, seed=config.seed,
-              evaluator=SpearmanEvaluator(valid), model=encoder, save_every=1000, show_progress=config.progress,
+              evaluator=SpearmanEvaluator(valid), model=encoder, save_every=config.save_every,
+              show_progress=config.progress,
               unit="sent", metadata={"job": "mirror-bert" if config.k else "simcse"})
     after = {t: SpearmanEvaluator(d)(SentenceEncoder.from_preset(run.model_dir))["spearman"] for t, d in tests.items()}
     return report(config, start, sentences, run, before, after, t0)
@@ -90,8 +106,10 @@ def run(config: MirrorBertConfig):
 
 def report(config, start, sentences, run, before, after, t0):
     """results.json and results.md: zero-shot test Spearman before and after, per task."""
+    from ..train.results import history_table, run_record, table, write_results
+
     markdown = table(["task", "zero-shot test Spearman before", "after"], [(t, before[t], after[t]) for t in before])
     return write_results(config.output, {
         **run_record(config, run, t0, start=start, sentences=len(sentences)),
         "zero_shot_test_spearman_before": before, "zero_shot_test_spearman_after": after},
-        markdown + "\n\n" + history_table(run.history, "valid_spearman"))
+        markdown + "\n\n" + history_table(run.history, "valid_spearman", run.best_epoch))

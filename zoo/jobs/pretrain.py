@@ -8,25 +8,14 @@ import dataclasses
 import os
 import time
 
-import keras
-import numpy as np
 
-from .. import distribute
-from ..backbone import BertBackbone
-from ..config import option
-from ..corpus import anisotropy_sentences, document_sources, read_corpus, task_documents, unique_documents
+from ..config import PRETRAINING_OBJECTIVES as OBJECTIVES
+from ..config import DistributeOptions, check_positive, option
+from ..corpus import anisotropy_sentences, default_corpus, document_sources, pretraining_documents
 from ..errors import ConfigError
-from ..evaluation import MaskedTokenEvaluator, token_self_similarity
 from ..logs import log
-from ..losses import first_output_loss
-from ..pretraining_data import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
-from ..models.pretrainer import OBJECTIVES, build_pretrainer
-from ..paths import DATA_DIR, DEFAULT_PRESET
-from ..presets import save_preset
-from ..tokenizer import Tokenizer
-from ..train import WarmupLinear, fit
-from ..train.results import table, write_results
-from .common import DistributeOptions, check_tasks, setup_distribution
+from ..paths import DEFAULT_PRESET
+from .common import check_checkpoint, check_tasks
 
 
 @dataclasses.dataclass
@@ -35,8 +24,9 @@ class PretrainConfig(DistributeOptions):
 
     objective: str = option("mlm", "mlm: masked LM (+NSP); tacl: + token contrast with a frozen teacher; taco: + "
                                    "token-alignment contrast", choices=OBJECTIVES)
-    start: str | None = option(None, f"checkpoint to continue from (default: {DEFAULT_PRESET})", flag="--from")
-    config: tuple = option((), "L,H,A: train a new backbone from scratch (the vocabulary of --from)")
+    checkpoint: str | None = option(None, f"checkpoint to continue from (default: {DEFAULT_PRESET})",
+                                    aliases=("--from",))
+    config: tuple = option((), "L,H,A: train a new backbone from scratch (the vocabulary of --checkpoint)")
     corpus: tuple = option((), "corpus files or folders (default: ../shared/data/corpus)")
     task_texts: tuple = option(("LCQMC", "BQ", "STS-B"), "tasks whose train-split texts join the corpus")
     data_dir: str | None = option(None, "where the tasks' files are (as for the task jobs)")
@@ -47,7 +37,9 @@ class PretrainConfig(DistributeOptions):
     batch_size: int = option(32, "sequences per step")
     maxlen: int = option(128, "tokens per sequence")
     lr: float = option(1e-4, "peak learning rate (AdamW, 10% warm-up, linear decay)")
-    limit_docs: int | None = option(None, "a random sample of N documents")
+    limit_train: int | None = option(None, "read only the first N documents (the sources taken in turn; quick "
+                                           "trials)")
+    limit_docs: int | None = option(None, "train on a random sample of N documents of the whole corpus")
     stream: bool = option(False, "read the corpus and task texts lazily: memory holds one buffer of documents, "
                                  "whatever the corpus size (not de-duplicated)")
     output: str = option("runs/pretrain", "run folder (rerun to resume)")
@@ -57,52 +49,39 @@ class PretrainConfig(DistributeOptions):
     progress: bool = option(True, "no progress bars")
 
     def __post_init__(self):
-        if self.steps < 1 or self.eval_every < 1 or self.batch_size < 1:
-            raise ConfigError("--steps, --eval-every and --batch-size must be >= 1")
+        check_positive(self, "steps", "eval_every", "batch_size", "save_every")
+        check_positive(self, "limit_train", "limit_docs", optional=True)
         self.eval_every = min(self.eval_every, self.steps)  # --steps 5: five steps, one evaluation
         if self.steps % self.eval_every:
             raise ConfigError(f"--steps ({self.steps}) must be a multiple of --eval-every ({self.eval_every}), "
                               f"e.g. --eval-every {self.steps} for a single evaluation at the end")
         if self.config and len(self.config) != 3:
             raise ConfigError(f"--config is L,H,A (layers, hidden size, heads), got {','.join(self.config)}")
-        if self.config and self.start:
-            raise ConfigError("give --from (continue) or --config (from scratch), not both")
+        if self.config and self.checkpoint:
+            raise ConfigError("give --checkpoint (continue) or --config (from scratch), not both")
+        check_checkpoint(self.checkpoint)
         if self.task_texts:
             check_tasks(self.task_texts, "--task-texts")
-        if self.stream and self.limit_docs is not None:
-            raise ConfigError("--limit-docs samples the whole corpus in memory; it does not go with --stream")
-
-
-class BackbonePreset:
-    """The backbone and its tokenizer as the engine saves them: ``save(path)`` writes a preset."""
-
-    def __init__(self, backbone, tokenizer, metadata):
-        self.backbone, self.tokenizer, self.metadata = backbone, tokenizer, metadata
-
-    def save(self, path, metadata=None):
-        save_preset(self.backbone, self.tokenizer, path, {**self.metadata, **(metadata or {})})
-
-
-def corpus_paths(config):
-    """``--corpus``, or ../shared/data/corpus."""
-    return list(config.corpus) or [os.path.normpath(os.path.join(DATA_DIR, "..", "..", "shared", "data", "corpus"))]
+        if self.stream and (self.limit_docs is not None or self.limit_train is not None):
+            raise ConfigError("--limit-docs / --limit-train read the corpus into memory; they do not go with --stream")
+        if self.limit_docs is not None and self.limit_train is not None:
+            raise ConfigError("give --limit-train (the first N documents) or --limit-docs (a random sample), not both")
 
 
 def documents(config):
-    """The pretraining text: the corpus plus the tasks' train-split texts, de-duplicated (a random sample with
-    ``limit_docs``, so that it spans all sources)."""
-    corpus = corpus_paths(config)
-    docs = unique_documents(read_corpus(corpus) + task_documents(config.task_texts, config.data_dir))
-    if config.limit_docs is not None:
-        docs = [docs[i] for i in np.random.default_rng(config.seed).permutation(len(docs))[:config.limit_docs]]
-    return corpus, docs
+    """(corpus paths, documents) of the job's settings (``zoo.corpus.pretraining_documents``)."""
+    corpus = list(config.corpus) or [default_corpus()]
+    return corpus, pretraining_documents(corpus, config.task_texts, config.data_dir, first=config.limit_train,
+                                         sample=config.limit_docs, seed=config.seed, show_progress=config.progress)
 
 
 def pretraining_batches(config, tokenizer):
     """(batches, documents for the anisotropy probe, the data record of results.json): the corpus in memory as
     examples, or streamed (``--stream``)."""
+    from ..pretraining_data import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
+
     if config.stream:
-        corpus = corpus_paths(config)
+        corpus = list(config.corpus) or [default_corpus()]
         batches = StreamingPretrainingBatches(tokenizer, document_sources(corpus, config.task_texts, config.data_dir),
                                               config.batch_size, config.eval_every, config.maxlen, config.nsp,
                                               config.wwm, seed=config.seed)
@@ -119,11 +98,22 @@ def pretraining_batches(config, tokenizer):
 
 
 def run(config: PretrainConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    import keras
+
+    from ..backbone import BertBackbone
+    from ..distribute import setup_for
+    from ..evaluation import MaskedTokenEvaluator, token_self_similarity
+    from ..losses import first_output_loss
+    from ..models.pretrainer import build_pretrainer
+    from ..tokenizer import Tokenizer
+    from ..train import WarmupLinear, fit
+
     t0 = time.time()
-    setup_distribution(config)
+    setup_for(config)
     os.makedirs(config.output, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
-    start = config.start or DEFAULT_PRESET
+    start = config.checkpoint or DEFAULT_PRESET
     tokenizer = Tokenizer.from_preset(start)
     batches, docs, data = pretraining_batches(config, tokenizer)
     if config.config:
@@ -141,15 +131,21 @@ def run(config: PretrainConfig):
 
     probe = anisotropy_sentences(docs, seed=config.seed)
     anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}
-    best_model = BackbonePreset(backbone, tokenizer, {"job": f"pretrain-{config.objective}", "wwm": config.wwm})
+    backbone.tokenizer = tokenizer  # saved with each best backbone
     run = fit(trainer, batches, config.output, epochs=epochs, seed=config.seed,
-              evaluator=MaskedTokenEvaluator(trainer, batches), model=best_model, save_every=config.save_every,
-              show_progress=config.progress, unit="seq")
+              evaluator=MaskedTokenEvaluator(trainer, batches), model=backbone, save_every=config.save_every,
+              show_progress=config.progress, unit="seq",
+              metadata={"job": f"pretrain-{config.objective}", "wwm": config.wwm})
     return report(config, run, data, tokenizer, probe, anisotropy, t0)
 
 
 def report(config, run, data, tokenizer, probe, anisotropy, t0):
     """Anisotropy of the best model, loss.png, results.json and results.md of a pretraining run."""
+    from .. import distribute
+    from ..backbone import BertBackbone
+    from ..evaluation import token_self_similarity
+    from ..train.results import table, write_results
+
     anisotropy["best"] = token_self_similarity(BertBackbone.from_preset(run.model_dir), tokenizer, probe)
     plot_curve(run.history, os.path.join(config.output, "loss.png"), f"{config.objective} pretraining")
     markdown = table(["round", "step", "masked-token accuracy %", "train loss (epoch mean)"],
@@ -159,7 +155,7 @@ def report(config, run, data, tokenizer, probe, anisotropy, t0):
                  f"start intra {anisotropy['start']['intra']:.3f} inter {anisotropy['start']['inter']:.3f}, "
                  f"best intra {anisotropy['best']['intra']:.3f} inter {anisotropy['best']['inter']:.3f}")
     return write_results(config.output, {
-        "config": {**dataclasses.asdict(config), "start": config.start or DEFAULT_PRESET, **data},
+        "config": {**dataclasses.asdict(config), "start": config.checkpoint or DEFAULT_PRESET, **data},
         "distribution": distribute.current().record(config.batch_size),
         "curve": run.history, "best": run.best, "anisotropy": anisotropy,
         "train_seconds": run.train_seconds, "seconds": time.time() - t0}, markdown)
@@ -167,10 +163,11 @@ def report(config, run, data, tokenizer, probe, anisotropy, t0):
 
 def plot_curve(history, path, title):
     """loss.png: training loss and held-out masked-token accuracy per evaluation round."""
-    import matplotlib
+    from ..logs import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        return
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     trained = [h for h in history if h["train_loss"] is not None]

@@ -1,5 +1,5 @@
-"""Search jobs: ``zoo index build`` (a text file -> a saved SemanticIndex: vectors, texts, BM25 terms) and
-``zoo search`` (queries against a saved index: dense, BM25 or hybrid)."""
+"""Search jobs: ``zoo index build`` (a text file -> a saved SemanticIndex: vectors, texts, BM25 terms; or a Milvus
+collection and a folder pointing at it) and ``zoo search`` (queries against a saved index: dense, BM25 or hybrid)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from ..config import option
 from ..data import read_lines
 from ..errors import ConfigError
 from ..logs import log
-from ..models import from_preset
 from ..paths import DEFAULT_ENCODER
 from ..retrieval import BACKENDS, LEXICAL_TERMS, QUANTIZED_BACKENDS, SEARCH_MODES, SemanticIndex
 
@@ -23,7 +22,11 @@ class IndexBuildConfig:
     model: str = option(DEFAULT_ENCODER, "the encoder (preset name or folder, run folder); recorded in the index")
     backend: str = option("exact", "exact: every vector scored; hnsw: a faiss HNSW graph; ivfpq: faiss IVF lists "
                                    "of product-quantized codes, rescored; faiss: a faiss IVF sized to the corpus",
-                          choices=BACKENDS)
+                          choices=BACKENDS + ("milvus",))
+    uri: str | None = option(None, "--backend milvus: a Milvus Lite file (e.g. corpus.db) or a server's address "
+                                   "(http://HOST:19530); OUTPUT then records where the collection is")
+    collection: str = option("zoo", "--backend milvus: the collection (made if missing; resumed if it holds some "
+                                    "of the lines)")
     quantize: str | None = option(None, "search over int8 or binary codes (exact backend; int8 also hnsw), the best "
                                         "candidates rescored with the float vectors", choices=("int8", "binary"))
     lexical: str = option("bigram", "BM25 terms for lexical and hybrid search", choices=LEXICAL_TERMS)
@@ -32,6 +35,8 @@ class IndexBuildConfig:
     def __post_init__(self):
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if (self.backend == "milvus") != (self.uri is not None):
+            raise ConfigError("--uri goes with --backend milvus (and --backend milvus needs --uri)")
         if self.quantize and self.backend not in QUANTIZED_BACKENDS[self.quantize]:
             raise ConfigError(f"--quantize {self.quantize} is for --backend "
                               f"{' or '.join(QUANTIZED_BACKENDS[self.quantize])} (ivfpq quantizes by itself), "
@@ -49,6 +54,7 @@ class SearchConfig:
                        choices=SEARCH_MODES)
     weight: float = option(0.5, "hybrid: the dense ranking's weight (BM25 gets 1 - weight)")
     model: str | None = option(None, "the encoder (default: the one the index was built with)")
+    filter: str | None = option(None, "a Milvus index: a filter expression on the metadata fields (lang == 'zh')")
 
     def __post_init__(self):
         if self.topk < 1:
@@ -58,6 +64,10 @@ class SearchConfig:
 
 
 def build(config: IndexBuildConfig):
+    from ..models import from_preset
+
+    if config.backend == "milvus":
+        return build_milvus(config)
     texts = read_lines(config.input)
     index = SemanticIndex(from_preset(config.model), backend=config.backend, lexical=config.lexical,
                           model=config.model, quantize=config.quantize)
@@ -69,15 +79,46 @@ def build(config: IndexBuildConfig):
     return {"output": config.output, "texts": len(index), "dim": index.dim}
 
 
+def build_milvus(config, chunk_size=4096):
+    """Lines into a Milvus collection, ids = line numbers (from 0), chunk by chunk: lines already in the collection
+    (an interrupted build) are skipped, so a rerun resumes without duplicates."""
+    from ..models import from_preset
+
+    from ..milvus_index import MilvusIndex
+
+    texts = read_lines(config.input)
+    index = MilvusIndex(from_preset(config.model), uri=config.uri, collection=config.collection, lexical=config.lexical,
+                        model=config.model)
+    skipped = 0
+    for start in range(0, len(texts), chunk_size):
+        ids = list(range(start, min(start + chunk_size, len(texts))))
+        done = set(index.existing(ids))
+        todo = [i for i in ids if i not in done]
+        skipped += len(done)
+        if todo:
+            index.add([texts[i] for i in todo], ids=todo, batch_size=config.batch_size)
+    index.save(config.output)
+    log.info("wrote %s -> %s: %d texts (%d already there), %d-d vectors of %s", config.output, index.uri, len(index),
+             skipped, index.dim, config.model)
+    return {"output": config.output, "texts": len(index), "dim": index.dim, "resumed": skipped}
+
+
 def search(config: SearchConfig):
     """[[(text, score), ...] per query]."""
+    from ..models import from_preset
+
     from ..paths import read_json_file
 
     model = config.model or read_json_file(f"{config.index}/index.json", "a search index's settings").get("model")
     if not model and config.mode != "lexical":
         raise ConfigError(f"{config.index} does not record its model: give --model")
     index = SemanticIndex.load(config.index, from_preset(model) if model and config.mode != "lexical" else None)
-    return index.search(list(config.query), topk=config.topk, mode=config.mode, weight=config.weight)
+    options = {}
+    if config.filter is not None:
+        if not getattr(index, "filters", False):
+            raise ConfigError(f"--filter needs a Milvus index; {config.index} is a {index.backend} index")
+        options["filter"] = config.filter
+    return index.search(list(config.query), topk=config.topk, mode=config.mode, weight=config.weight, **options)
 
 
 def run(config):

@@ -10,20 +10,14 @@ import collections
 import dataclasses
 import time
 
-import keras
-
-from ..config import option
+from ..config import TrainOptions, option, output_option
 from ..data import (groups_from_positive_pairs, load_splits, load_task, positive_pair_groups, read_synonym_groups,
                     resolve_data_dir)
 from ..errors import ConfigError
-from ..evaluation import LossEvaluator, SpearmanEvaluator
 from ..logs import log
-from ..losses import passthrough_loss
-from ..models.simbert import SimBERT
 from ..paths import sha256_of
-from ..train import SimBERTBatches, fit
-from ..train.results import history_table, run_record, table, write_results
-from .common import TrainOptions, check_tasks, start
+from .common import check_checkpoint, check_tasks, start
+
 
 @dataclasses.dataclass
 class SimBERTConfig(TrainOptions):
@@ -38,34 +32,46 @@ class SimBERTConfig(TrainOptions):
     weight_decay: float = option(0.01, "AdamW weight decay")
     simplified_vocab: bool = option(True, "keep the checkpoint's whole vocabulary (default: slim it as SimBERT "
                                           "did)", flag="--full-vocab")
-    limit_groups: int | None = option(None, "train on the first N groups only")
+    limit_train: int | None = option(None, "train on the first N groups only", aliases=("--limit-groups",))
     select: str = option("retrieval", "keep the epoch with the best LCQMC valid Spearman (retrieval), or the "
                                       "lowest joint loss on LCQMC valid positives (loss)", choices=("retrieval", "loss"))
     eval_tasks: tuple = option(("LCQMC", "BQ", "STS-B"), "tasks whose test split the retrieval head is scored on")
     samples: tuple = option(("微信和支付宝哪个好", "怎么开通花呗", "今天天气怎么样", "我想买一部手机"),
                             "texts to show gen_synonyms samples for")
+    output: str | None = output_option("runs/simbert")
 
     def __post_init__(self):
         super().__post_init__()
         check_tasks(self.tasks, "--tasks")
         check_tasks(self.eval_tasks, "--eval-tasks")
+        check_checkpoint(self.checkpoint)
         if self.select not in ("retrieval", "loss"):
             raise ConfigError(f"--select must be 'retrieval' or 'loss', got {self.select!r}")
 
 
 def run(config: SimBERTConfig):
+    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+    import keras
+
+    from ..evaluation import LossEvaluator, SpearmanEvaluator
+    from ..losses import passthrough_loss
+    from ..models.simbert import SimBERT
+    from ..train import SimBERTBatches, fit
+
     t0 = time.time()
     checkpoint, output = start(config, "simbert")
     if config.groups:
         groups, files = read_synonym_groups(config.groups), {"groups": config.groups}
     else:
         groups, files = positive_pair_groups(config.tasks, config.data_dir)
-    groups = groups[: config.limit_groups] if config.limit_groups else groups
+    if config.limit_train and config.limit_train < len(groups):
+        log.info("training on the first %d of %d groups (--limit-train)", config.limit_train, len(groups))
+        groups = groups[: config.limit_train]
     if not groups:
         raise ConfigError("no groups of similar sentences to train on")
     log.info("%d groups of similar sentences (%d texts; sizes %s)", len(groups), sum(map(len, groups)),
              dict(sorted(collections.Counter(map(len, groups)).items())[:8]))
-    valid = load_splits("LCQMC", config.data_dir, splits=("valid",))["valid"]
+    valid = load_splits("LCQMC", config.data_dir, splits=("valid",), limit_eval=config.limit_eval)["valid"]
     files["LCQMC.valid"] = valid.path
 
     model = SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
@@ -87,7 +93,11 @@ def run(config: SimBERTConfig):
 
 def report(config, checkpoint, output, run, groups, files, t0):
     """Score the best model's retrieval head on the test splits of ``eval_tasks``, sample ``gen_synonyms``, and
-    write results.json and results.md."""
+    write results.json and results.md (``--limit-eval``: the first N pairs of each test split)."""
+    from ..evaluation import SpearmanEvaluator
+    from ..models.simbert import SimBERT
+    from ..train.results import history_table, run_record, table, write_results
+
     best = SimBERT.from_preset(run.model_dir)
     zero_shot = {}
     for task in config.eval_tasks:
@@ -95,6 +105,9 @@ def report(config, checkpoint, output, run, groups, files, t0):
             test = load_task(task, "test", resolve_data_dir(task, config.data_dir))
         except FileNotFoundError:
             continue
+        if config.limit_eval and config.limit_eval < len(test):
+            test = test.head(config.limit_eval)
+            log.info("%s test: %s (--limit-eval)", task, test.summary())
         files[f"{task}.test"] = test.path
         zero_shot[task] = SpearmanEvaluator(test)(best)["spearman"]
     samples = {text: best.gen_synonyms(text, n=100, k=5, seed=config.seed) for text in config.samples}
@@ -106,4 +119,5 @@ def report(config, checkpoint, output, run, groups, files, t0):
     markdown = table(["task", "zero-shot test Spearman (retrieval head)"], list(zero_shot.items()))
     markdown += "\n\n" + table(["input", "top gen_synonyms (cosine)"],
                                 [(text, "; ".join(f"{t} ({s:.2f})" for t, s in out)) for text, out in samples.items()])
-    return write_results(output, results, markdown + "\n\n" + history_table(run.history, run.metric))
+    return write_results(output, results, markdown + "\n\n" + history_table(run.history, run.metric,
+                                                                              run.best_epoch))

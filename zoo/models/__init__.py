@@ -1,7 +1,7 @@
 """zoo's task models: one file each, on the shared ``Task`` base."""
 
 from ..presets import preset_class_name
-from .bi_encoder import SBERTClassifier, SentenceEncoder, build_pair_trainer
+from .bi_encoder import SBERTClassifier, SentenceEncoder, build_pair_trainer, build_trainer
 from .cross_encoder import CrossEncoder
 from .simbert import SimBERT
 from .task import Task
@@ -20,4 +20,4 @@ def from_preset(path, pooling=None, maxlen=None, **kwargs):
 
 
 __all__ = ["CrossEncoder", "SBERTClassifier", "SentenceEncoder", "SimBERT", "TASKS", "Task", "build_pair_trainer",
-           "from_preset"]
+           "build_trainer", "from_preset"]

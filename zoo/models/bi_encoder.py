@@ -24,9 +24,11 @@ class SentenceEncoder(Task):
 
     As a Keras model it maps the tokenizer's dict (``token_ids``, ``segment_ids``, ``padding_mask``) to
     un-normalised [B, H] vectors, so it can be a layer of a larger model and be fine-tuned.
+    ``query_prefix``: the text put before search queries (``encode_queries``) when the model was trained with one
+    (asymmetric retrieval, e.g. "query: "); saved with the model.
     """
 
-    def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, **kwargs):
+    def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, query_prefix="", **kwargs):
         if pooling == "first-last-avg" and not backbone.output_hidden_states:
             raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
                              "(SentenceEncoder.from_preset does this)")
@@ -40,6 +42,7 @@ class SentenceEncoder(Task):
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.maxlen = maxlen
+        self.query_prefix = query_prefix
 
     @classmethod
     def _from_backbone_preset(cls, path, pooling="cls", maxlen=64, **backbone_kwargs):
@@ -49,11 +52,11 @@ class SentenceEncoder(Task):
         return encoder
 
     def get_config(self):
-        return self._config(pooling=self.pooling, maxlen=self.maxlen)
+        return self._config(pooling=self.pooling, maxlen=self.maxlen, query_prefix=self.query_prefix)
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None,
-               truncate_dim=None, long_text="truncate", stride=None, precision="fp32"):
+               truncate_dim=None, long_text="truncate", stride=None, precision="auto"):
         """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
 
         Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled; "" encodes
@@ -61,8 +64,9 @@ class SentenceEncoder(Task):
         (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping windows of ``maxlen``
         tokens (a new window every ``stride`` tokens, default half a window) whose vectors are averaged, each
         weighted by its token count. ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
-        normalise. ``precision``: "fp32", "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning) or "int8"
-        (ONNX Runtime, dynamically quantized); see ``zoo.inference``.
+        normalise. ``precision``: "auto" (the fastest path measured close to fp32 on this machine), "fp32" (Keras),
+        "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime
+        graph, float or dynamically quantized); see ``zoo.inference``.
         """
         self._require_tokenizer()
         if long_text not in ("truncate", "chunk"):
@@ -90,19 +94,25 @@ class SentenceEncoder(Task):
             out = normalize_rows(out)
         return out[0] if single else out
 
+    def encode_queries(self, texts, **kwargs):
+        """``encode`` for search queries: each text after the model's ``query_prefix`` (none: plain ``encode``)."""
+        if self.query_prefix:
+            texts = self.query_prefix + texts if isinstance(texts, str) else [self.query_prefix + t for t in texts]
+        return self.encode(texts, **kwargs)
+
     def similarity(self, a, b, batch_size=64):
         """Cosine matrix [len(a), len(b)] between two lists of texts (or of embeddings)."""
         ea = self._as_embeddings(a, batch_size)
         eb = self._as_embeddings(b, batch_size)
         return ea @ eb.T
 
-    def similarity_pairwise(self, a, b, batch_size=64):
-        """Cosine of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once."""
+    def similarity_pairwise(self, a, b, batch_size=64, precision="auto"):
+        """Cosine of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once (at ``precision``)."""
         if len(a) != len(b):
             raise ValueError(f"similarity_pairwise: {len(a)} texts vs {len(b)} texts")
         unique = list(dict.fromkeys(list(a) + list(b)))
         index = {t: i for i, t in enumerate(unique)}
-        emb = self.encode(unique, batch_size=batch_size)
+        emb = self.encode(unique, batch_size=batch_size, precision=precision)
         return np.sum(emb[[index[t] for t in a]] * emb[[index[t] for t in b]], axis=1)
 
     def _as_embeddings(self, x, batch_size):
@@ -184,6 +194,15 @@ class SBERTClassifier(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "num_classes": self.num_classes}
+
+
+def build_trainer(encoder, objective="cosent", matryoshka_dims=(), in_batch=False):
+    """The model that trains ``encoder`` for a pair objective: ``build_pair_trainer``'s cosines (or SBERT head), or,
+    with ``in_batch`` (CoSENT plus in-batch ranking), the [2B, d] embeddings of the interleaved pairs."""
+    if in_batch:
+        inputs = backbone_inputs()
+        return keras.Model(inputs, encoder(inputs), name="cosent_in_batch_trainer")
+    return build_pair_trainer(encoder, objective, matryoshka_dims=matryoshka_dims)
 
 
 def build_pair_trainer(encoder, objective="cosent", num_classes=2, matryoshka_dims=None):

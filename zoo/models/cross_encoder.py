@@ -9,13 +9,12 @@ import keras
 import numpy as np
 
 from ..backbone import BertBackbone, backbone_inputs
+from ..config import CROSS_ENCODER_HEADS as HEADS
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import atomic_file, resolve, sha256_of
 from ..tokenizer import Tokenizer
 from .task import Task
-
-HEADS = ("softmax", "cosent")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -62,10 +61,11 @@ class CrossEncoder(Task):
             rows = [(ids, [0] * len(ids)) for ids, _ in rows]
         return rows
 
-    def predict(self, pairs, batch_size=64, show_progress_bar=None, **kwargs):
+    def predict(self, pairs, batch_size=64, show_progress_bar=None, precision="auto", **kwargs):
         """Scores for (text_a, text_b) pairs -> [n] float32: P(similar) for softmax, the raw score for cosent.
 
         Pairs are batched by length; results come back in input order. Empty texts raise ValueError.
+        ``precision``: as ``SentenceEncoder.encode`` (``zoo.inference``).
         """
         if kwargs or isinstance(pairs, dict):  # Keras-style predict on tensors
             return super().predict(pairs, batch_size=batch_size, **kwargs)
@@ -76,7 +76,8 @@ class CrossEncoder(Task):
         if not pairs:
             return np.zeros(0, dtype="float32")
         rows = self.encode_pairs([a for a, _ in pairs], [b for _, b in pairs])
-        logits = self.predict_rows(rows, batch_size, show_progress_bar=show_progress_bar, unit="pair")
+        logits = self.predict_rows(rows, batch_size, show_progress_bar=show_progress_bar, unit="pair",
+                                   precision=precision)
         return _softmax(logits)[:, 1] if self.head == "softmax" else logits[:, 0]
 
 

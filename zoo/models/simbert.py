@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import unicodedata
+
 import keras
 import numpy as np
 
@@ -26,7 +29,7 @@ class SimBERT(Task):
     >>> sim.most_similar("怎么开通花呗", corpus, topk=5)
     """
 
-    def __init__(self, backbone, tokenizer=None, maxlen=32, **kwargs):
+    def __init__(self, backbone, tokenizer=None, maxlen=32, paraphrase_cosine=None, **kwargs):
         if not backbone.with_mlm:
             raise ValueError("SimBERT needs a backbone with its MLM head (with_mlm=True)")
         inputs = backbone_inputs()
@@ -35,6 +38,9 @@ class SimBERT(Task):
         outputs = {"pooled_output": out["pooled_output"], "mlm_logits": out["mlm_logits"]}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.backbone, self.tokenizer, self.maxlen = backbone, tokenizer, maxlen
+        # the retrieval head's paraphrase threshold (fitted on labelled pairs: ``fit_paraphrase_cosine``), which
+        # gen_synonyms' ranking takes as "keeps the meaning"; saved with the model
+        self.paraphrase_cosine = paraphrase_cosine
         self._runtime = _Runtime()  # encoder / decoders built on demand (kept out of Keras' layer tracking)
 
     @classmethod
@@ -51,7 +57,7 @@ class SimBERT(Task):
         return model
 
     def get_config(self):
-        return self._config(maxlen=self.maxlen)
+        return self._config(maxlen=self.maxlen, paraphrase_cosine=self.paraphrase_cosine)
 
     # ------------------------------------------------------------------ retrieval head
     @property
@@ -65,8 +71,18 @@ class SimBERT(Task):
     def encode(self, texts, **kwargs):
         return self.encoder.encode(texts, **kwargs)
 
-    def similarity_pairwise(self, a, b, batch_size=64):
-        return self.encoder.similarity_pairwise(a, b, batch_size=batch_size)
+    def similarity_pairwise(self, a, b, batch_size=64, precision="auto"):
+        return self.encoder.similarity_pairwise(a, b, batch_size=batch_size, precision=precision)
+
+    def fit_paraphrase_cosine(self, dataset, batch_size=64):
+        """Set ``paraphrase_cosine`` to the retrieval head's accuracy-best cosine threshold on a 0/1-labelled
+        PairDataset (e.g. LCQMC valid; ``zoo.evaluation.best_threshold``); returns (threshold, accuracy)."""
+        from ..evaluation import best_threshold
+
+        scores = self.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size)
+        threshold, acc = best_threshold(scores, dataset.labels)
+        self.paraphrase_cosine = float(threshold)
+        return self.paraphrase_cosine, acc
 
     def most_similar(self, query, corpus, topk=10, batch_size=64):
         """The ``topk`` texts of ``corpus`` closest to ``query`` by cosine: [(text, score)]."""
@@ -90,19 +106,25 @@ class SimBERT(Task):
         return self._runtime.decoders[key]
 
     def gen_synonyms(self, text, n=100, k=20, topk=None, topp=0.95, temperature=1.0, use_cache=True, seed=None,
-                     filters=True):
-        """Sample ``n`` paraphrases, de-duplicate, drop the input, rank by cosine to ``text``: top ``k`` [(text, score)].
+                     filters=True, rank="edits", min_similarity=None, min_edits=1):
+        """Sample ``n`` paraphrases, de-duplicate, drop the input, rank: top ``k`` [(text, cosine to ``text``)].
 
         Sampling uses top-p 0.95 by default (the later bert4keras example); ``topk=5, topp=None`` is the
         original SimBERT script. A text longer than ``maxlen`` tokens is truncated (the cut is logged).
-        ``filters`` (default on) also drops copies that differ from the input (or from a better candidate) only in
-        punctuation, spaces or letter case, and degenerate samples with a character repeated 3+ times in a row
-        that the input does not have.
+        ``filters`` (default on) drops copies that differ from the input (or from a better candidate) only in
+        punctuation, spaces or letter case, samples with a character repeated 3+ times in a row, and stutters: a
+        doubled character the input does not have and that is not a word (``stutters``).
+        ``rank``: "cosine" orders by the retrieval head's cosine; "edits" (default) puts first the candidates that
+        change at least ``min_edits`` characters beyond particles and punctuation (``content_edits``) and keep the
+        meaning (cosine >= ``min_similarity``, default the model's ``paraphrase_cosine``), each group by cosine;
+        without a threshold it orders by cosine.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"gen_synonyms needs a non-empty text, got {text!r}")
         if n < 1 or k < 1:
             raise ValueError(f"n and k must be >= 1, got n={n}, k={k}")
+        if rank not in RANKINGS:
+            raise ValueError(f"rank must be one of {RANKINGS}, got {rank!r}")
         pieces = self.tokenizer.piece_ids([text])[0]
         if len(pieces) + 2 > self.maxlen:
             log.warning("gen_synonyms: text has %d tokens, truncated to maxlen=%d", len(pieces) + 2, self.maxlen)
@@ -116,7 +138,11 @@ class SimBERT(Task):
             return []
         vectors = self.encode([text] + candidates)
         scores = vectors[1:] @ vectors[0]
-        order = np.argsort(-scores, kind="stable")[:k]
+        threshold = self.paraphrase_cosine if min_similarity is None else min_similarity
+        if rank == "edits" and threshold is not None:
+            order = rank_candidates(text, candidates, scores, threshold, min_edits)[:k]
+        else:
+            order = np.argsort(-scores, kind="stable")[:k]
         return [(candidates[i], float(scores[i])) for i in order]
 
     # ------------------------------------------------------------------ training
@@ -135,13 +161,19 @@ class _Runtime:
         self.encoder, self.decoders = None, {}
 
 
-def filter_candidates(text, candidates):
+RANKINGS = ("edits", "cosine")
+# modal and structural particles: adding or dropping one does not change what a sentence asks
+PARTICLES = frozenset("啊呀呢吗嘛么吧哦喔哈啦呗哇咯嘞哟呐噢嗯了的")
+
+
+def filter_candidates(text, candidates, stutter=True):
     """``candidates`` without copies of ``text`` or of an earlier candidate up to punctuation, spaces and case,
-    and without degenerate repeats (a character 3+ times in a row) that ``text`` does not have; order kept."""
+    without degenerate repeats (a character 3+ times in a row) that ``text`` does not have, and (``stutter``)
+    without ``stutters``; order kept."""
     seen, kept = {normalized(text)}, []
     for c in candidates:
         key = normalized(c)
-        if key and key not in seen and (has_repeat(text) or not has_repeat(c)):
+        if key and key not in seen and (has_repeat(text) or not has_repeat(c)) and not (stutter and stutters(text, c)):
             seen.add(key)
             kept.append(c)
     return kept
@@ -155,3 +187,38 @@ def has_repeat(text, times=3):
         if run >= times:
             return True
     return False
+
+
+def stutters(text, candidate):
+    """The doubled Chinese characters of ``candidate`` that ``text`` does not have and that jieba's dictionary does
+    not read as one word there: 帮我我开通 (帮/我/我/开通), 剑剑圣 (剑/剑圣); not 我想看看手机 (看看 is a word)."""
+    doubled = {i for i in range(len(candidate) - 1) if candidate[i] == candidate[i + 1]
+               and unicodedata.category(candidate[i]) == "Lo" and candidate[i:i + 2] not in text}
+    if not doubled:
+        return []
+    import jieba
+
+    inside, start = set(), 0
+    for word in jieba.lcut(candidate, HMM=False):
+        inside.update(range(start, start + len(word) - 1))  # i: a word holds characters i and i + 1
+        start += len(word)
+    return [candidate[i:i + 2] for i in sorted(doubled - inside)]
+
+
+def content_edits(text, candidate):
+    """Characters changed between two texts beyond particles (``PARTICLES``), punctuation, spaces and case: the
+    sum over difflib's differing blocks of the longer side."""
+    a, b = ("".join(ch for ch in normalized(t) if ch not in PARTICLES) for t in (text, candidate))
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b,
+                                                                                       autojunk=False).get_opcodes()
+               if tag != "equal")
+
+
+def rank_candidates(text, candidates, scores, min_similarity, min_edits=1):
+    """Indices of ``candidates`` best first: those with at least ``min_edits`` ``content_edits`` and a cosine
+    ``scores[i]`` of at least ``min_similarity`` (edits that keep the meaning), then the others; each group by
+    cosine."""
+    scores = np.asarray(scores)
+    substantive = np.array([content_edits(text, c) >= min_edits for c in candidates])
+    first = substantive & (scores >= min_similarity)
+    return np.lexsort((-scores, ~first))

@@ -15,7 +15,7 @@ from keras import ops
 
 from ..backbone import backbone_inputs
 from ..errors import CheckpointError, ConfigError
-from ..logs import batch_starts, log
+from ..logs import batch_starts, log, warn_deprecated
 from ..tokenizer import batch_length
 from ..paths import VOCAB_FILE
 from ..presets import load_saved, preset_class_name, save_preset
@@ -58,23 +58,32 @@ class Task(keras.Model):
 
     @classmethod
     def from_checkpoint(cls, path, **kwargs):
-        """Alias of ``from_preset`` (kept for one release)."""
+        """Deprecated: ``from_preset``."""
+        warn_deprecated(f"{cls.__name__}.from_checkpoint", f"{cls.__name__}.from_preset")
         return cls.from_preset(path, **kwargs)
 
     @classmethod
     def load(cls, path):
-        """Alias of ``from_preset`` for a saved ``cls`` only (kept for one release)."""
+        """Deprecated: ``from_preset`` (for a saved ``cls`` only)."""
+        warn_deprecated(f"{cls.__name__}.load", f"{cls.__name__}.from_preset")
         stored = preset_class_name(path)
         if stored != cls.__name__:
             raise TypeError(f"{path} holds a {stored or 'checkpoint'}, not a {cls.__name__}")
         return cls.from_preset(path)
 
+    def save_to_preset(self, directory, tokenizer=None, metadata=None, weights_dtype="float32"):
+        """Write the model and its tokenizer (or ``tokenizer``) as a zoo preset folder, atomically, with a sha256
+        manifest; ``weights_dtype="float16"`` halves the size. ``from_preset`` loads it back."""
+        return save_preset(self, tokenizer or self.tokenizer, directory, metadata=metadata,
+                           weights_dtype=weights_dtype)
+
     def save(self, path, metadata=None, weights_dtype="float32", **kwargs):
-        """``path`` ending in ``.keras``: a Keras file (tokenizer inside); otherwise a zoo preset folder (weights
-        stored as ``weights_dtype``: float32, or float16 for half the size)."""
+        """Keras' ``save``: ``path`` ending in ``.keras`` writes one Keras file, tokenizer inside. A folder path is
+        deprecated: ``save_to_preset``."""
         if str(path).endswith(".keras"):
             return super().save(path, **kwargs)
-        return save_preset(self, self.tokenizer, path, metadata=metadata, weights_dtype=weights_dtype)
+        warn_deprecated(f"{type(self).__name__}.save(folder)", "save_to_preset(folder)")
+        return self.save_to_preset(path, metadata=metadata, weights_dtype=weights_dtype)
 
     def _config(self, **fields):
         return {"name": self.name, "trainable": self.trainable, **fields,
@@ -88,7 +97,7 @@ class Task(keras.Model):
 
     def save_assets(self, dir_path):
         if getattr(self, "tokenizer", None) is not None:
-            self.tokenizer.save(dir_path)
+            self.tokenizer.save_to_preset(dir_path)
 
     def load_assets(self, dir_path):
         from ..tokenizer import Tokenizer
@@ -133,8 +142,9 @@ class Task(keras.Model):
     def predict_rows(self, rows, batch_size=64, maxlen=None, show_progress_bar=None, unit="row", precision="fp32"):
         """Model outputs for (token ids, segment ids) rows, in input order -> float32 [n, ...].
 
-        Rows run longest first in batches padded to a multiple of 8 tokens, so little padding is computed and
-        XLA compiles few shapes. ``precision``: fp32, bf16 or int8 (``zoo.inference``)."""
+        Rows run longest first in batches padded to a multiple of 8 tokens (for XLA; to the longest row in ONNX
+        Runtime), so little padding is computed and XLA compiles few shapes. ``precision``: auto, fp32, bf16,
+        onnx-fp32 or int8 (``zoo.inference``)."""
         from ..inference import runner
 
         self._require_tokenizer()
@@ -145,7 +155,8 @@ class Task(keras.Model):
             index = order[start:start + batch_size]
             batch = [rows[i] for i in index]
             values = np.asarray(ops.convert_to_numpy(predict(
-                self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen)))), dtype="float32")
+                self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen) if predict.bucketed
+                                   else None))), dtype="float32")
             if out is None:
                 out = np.zeros((len(rows),) + values.shape[1:], dtype="float32")
             out[index] = values

@@ -4,12 +4,14 @@
 ...                     evaluator=zoo.evaluation.SpearmanEvaluator(valid), model=encoder)
 """
 
-from .batches import DistillBatches, MultiTaskBatches, PairBatches, SimBERTBatches, StreamingPairBatches
-from .loop import Run, fit
+from .batches import (DistillBatches, InverseClozeBatches, MirrorBatches, MultiTaskBatches, PairBatches,
+                      SimBERTBatches, StreamingPairBatches, pair_training_batches, streamed_pairs)
+from .loop import EvaluatorCallback, Run, fit
 from .results import data_files, table, task_table, write_results
-from .schedules import WarmupLinear, check_warmup, learning_rate
+from .schedules import WarmupLinear, learning_rate
 from .state import load_state, save_state
 
-__all__ = ["DistillBatches", "MultiTaskBatches", "PairBatches", "Run", "SimBERTBatches", "StreamingPairBatches",
-           "WarmupLinear", "check_warmup", "data_files", "fit", "learning_rate", "load_state", "save_state", "table",
+__all__ = ["DistillBatches", "EvaluatorCallback", "InverseClozeBatches", "MirrorBatches", "MultiTaskBatches",
+           "PairBatches", "Run", "SimBERTBatches", "StreamingPairBatches", "WarmupLinear", "data_files", "fit",
+           "learning_rate", "load_state", "pair_training_batches", "save_state", "streamed_pairs", "table",
            "task_table", "write_results"]

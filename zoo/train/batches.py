@@ -4,12 +4,14 @@ A batch source has ``len()`` (steps per epoch), ``n`` (examples per epoch) and `
 which yields ``(step, inputs, labels)`` from ``start_step`` on. The batches of an epoch are a fixed function of
 (seed, epoch), so a resumed run sees exactly the batches the killed one would have. ``PairBatches`` (sentence
 pairs in memory, for bi- and cross-encoders), ``StreamingPairBatches`` (the same, read lazily from files of any
-size) and ``MultiTaskBatches``, and the sources of SimBERT (``SimBERTBatches``), Mirror-BERT (``MirrorBatches``) and
-DvBERT (``DistillBatches``). Pretraining's sources live in ``zoo.pretraining_data``.
+size), ``MultiTaskBatches``, the inverse cloze task over unlabelled documents (``InverseClozeBatches``), and the
+sources of SimBERT (``SimBERTBatches``), Mirror-BERT (``MirrorBatches``) and DvBERT (``DistillBatches``).
+Pretraining's sources live in ``zoo.pretraining_data``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -215,6 +217,21 @@ class StreamingPairBatches:
                           self.zero_segments)
 
 
+def streamed_pairs(config, tokenizer, task, labels, **kwargs):
+    """``StreamingPairBatches`` over ``config.train_files`` (``--train-files``), or the task's train file
+    (``--stream``), with the config's batch size, maxlen, limit_train and length_buckets; ``labels(y, graded)`` maps
+    each batch's labels (``graded``: the files hold labels above 1, as STS-B's 0-5)."""
+    from ..data import resolve_data_dir, task_file
+
+    paths = config.train_files or [task_file(task, "train", resolve_data_dir(task, config.data_dir))]
+    source = StreamingPairBatches(tokenizer, paths, config.batch_size, config.maxlen, limit=config.limit_train,
+                                  length_buckets=config.length_buckets, **kwargs)
+    graded = source.max_label > 1
+    source.label_fn = lambda y: labels(y, graded)
+    return source
+
+
+
 def pair_files(paths):
     """Files of ``paths`` (files, or folders whose files are read in name order); ConfigError naming a missing
     one."""
@@ -251,6 +268,110 @@ class MultiTaskBatches:
         for step in range(start_step, len(plan)):
             k, i = plan[step]
             yield step, *self.parts[k].make_batch(batches[k][i])
+
+
+def anchor_labels(labels):
+    """[N, 2]: each pair's label and its anchor flag for the in-batch loss (1: a paraphrase, label 1 of 0/1, or
+    4 and up of STS-B's 0-5)."""
+    top = 5.0 if labels.max() > 1 else 1.0
+    return np.stack([labels, labels >= 0.8 * top], axis=1).astype("float32")
+
+
+def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="cosent", batching="task",
+                          length_buckets=True, in_batch=False, word_order_negatives=0, seed=42, extra=()):
+    """The batch source of a bi-encoder over ``train`` ({task: PairDataset}): one task's pairs, or several tasks'
+    (``batching`` "task": each batch from one task; "mixed": all in a batch, graded labels scaled to [0, 1]), labels
+    as ``objective`` wants them; with ``word_order_negatives`` N, each 0/1 task's batches get N word-order
+    rewrites of their sentences as pairs labelled 0 (``zoo.augment``); with ``in_batch``, labels carry the anchor
+    flag (``anchor_labels``); ``extra`` batch sources join as more parts."""
+    from ..augment import word_order_rewrite
+    from ..data import PairDataset
+    from ..losses import objective_labels
+
+    labels = {t: objective_labels(objective, d.labels) for t, d in train.items()}
+
+    def pairs(dataset, y):
+        batches = PairBatches(tokenizer, dataset, batch_size, maxlen, anchor_labels(y) if in_batch else y,
+                              length_buckets)
+        if word_order_negatives and y.max() <= 1:
+            rewrite = functools.partial(word_order_rewrite, seed=seed)
+            batches = HardNegativeBatches(batches, dataset, rewrite, word_order_negatives)
+        return batches
+
+    if len(train) == 1 or batching == "task":
+        parts = [pairs(d, labels[t]) for t, d in train.items()]
+    else:
+        scaled = [labels[t] / (5.0 if labels[t].max() > 1 else 1.0) for t in train]
+        union = PairDataset(sum((d.texts_a for d in train.values()), []), sum((d.texts_b for d in train.values()), []),
+                            np.concatenate(scaled).astype("float32"))
+        parts = [pairs(union, union.labels)]
+    parts += list(extra)
+    return parts[0] if len(parts) == 1 else MultiTaskBatches(parts)
+
+
+class InverseClozeBatches:
+    """The inverse cloze task (Lee et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain Question
+    Answering", ORQA): unlabelled documents -> (query, passage) pairs for an in-batch ranking loss.
+
+    In each document with at least 2 sentences, one sentence of ``min_chars``-``max_chars`` characters is the
+    query and the sentences around it the passage (``zoo.corpus.cloze_passage``: up to ``passage_chars``
+    characters, without the query, or with it at rate ``keep`` as ORQA's 10%, so that shared words still count);
+    the batch's other passages are its negatives. Rows are interleaved (query, passage) as ``PairBatches``' and
+    labels [B, 2] are ones: a CoSENT label that orders nothing and the anchor flag of
+    ``zoo.losses.CoSENTInBatchLoss``. ``query_prefix`` goes before each query (an asymmetric "query: " marker).
+    An epoch draws one sentence of each document (of a fixed sample of ``limit`` documents), a fixed function of
+    (seed, epoch), so a resumed run sees the same batches. Usable as a part of ``MultiTaskBatches``."""
+
+    def __init__(self, tokenizer, documents, batch_size, maxlen, passage_chars=200, query_prefix="", keep=0.1,
+                 limit=None, min_chars=5, max_chars=64, seed=0):
+        from ..corpus import sentences_of
+
+        self.tokenizer, self.batch_size, self.maxlen, self.passage_chars = tokenizer, batch_size, maxlen, passage_chars
+        self.query_prefix, self.keep = query_prefix, keep
+        self.sentences, self.candidates = [], []
+        for doc in documents:
+            sentences = sentences_of(doc)
+            fits = [i for i, t in enumerate(sentences) if min_chars <= len(t) <= max_chars]
+            if len(sentences) >= 2 and fits:
+                self.sentences.append(sentences)
+                self.candidates.append(fits)
+        if limit is not None and limit < len(self.sentences):
+            keep_docs = np.sort(np.random.default_rng(seed).choice(len(self.sentences), limit, replace=False))
+            self.sentences = [self.sentences[i] for i in keep_docs]
+            self.candidates = [self.candidates[i] for i in keep_docs]
+        self.n = len(self.sentences)
+        if self.n == 0:
+            raise ConfigError("no document with 2 or more sentences for the inverse cloze task")
+        self.labels = np.ones((self.n, 2), "float32")
+
+    def __len__(self):
+        return math.ceil(self.n / self.batch_size)
+
+    def epoch_batches(self, seed, epoch):
+        """Per batch, rows (document, query sentence, keep it in the passage) fixed by (seed, epoch)."""
+        rng = np.random.default_rng([seed, epoch, 2])
+        order = rng.permutation(self.n)
+        picks = np.array([c[rng.integers(len(c))] for c in self.candidates])
+        kept = rng.random(self.n) < self.keep
+        rows = np.stack([order, picks[order], kept[order]], axis=1)
+        return [rows[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+
+    def epoch(self, seed, epoch, start_step=0):
+        batches = self.epoch_batches(seed, epoch)
+        for step in range(start_step, len(batches)):
+            yield step, *self.make_batch(batches[step])
+
+    def examples(self, rows):
+        """(query, passage) texts of rows (document, sentence, keep)."""
+        from ..corpus import cloze_passage
+
+        return [(self.query_prefix + self.sentences[d][i], cloze_passage(self.sentences[d], i, self.passage_chars,
+                                                                         bool(k))) for d, i, k in rows]
+
+    def make_batch(self, rows):
+        pairs = self.examples(rows)
+        return pair_batch(self.tokenizer, self.tokenizer.piece_ids([q for q, _ in pairs]),
+                          self.tokenizer.piece_ids([p for _, p in pairs]), self.labels[:len(pairs)], self.maxlen)
 
 
 class SimBERTBatches:

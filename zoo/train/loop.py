@@ -8,6 +8,10 @@ next step) with zoo's callbacks, and any of yours:
 * ``StateCheckpoint``: the training state (``zoo.train.state``) every ``save_every`` steps and at each epoch end.
 * ``ProgressBar``: examples/s and the running loss.
 
+Ctrl-C (SIGINT) while steps run finishes the current step, saves the state at it and raises
+``zoo.errors.TrainingInterrupted`` (a KeyboardInterrupt): rerunning the same command resumes at the next step. A
+second Ctrl-C, or one outside the steps (loading, evaluating), interrupts at once; the state saved last stays.
+
 Under data-parallel training (``zoo.distribute``) every process builds each global batch and feeds its share;
 process 0 alone writes the state and the models, and the others wait for it where they read them.
 
@@ -19,10 +23,12 @@ atomically, and cannot count the starting point as a candidate.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import queue
+import signal
 import threading
 import time
 
@@ -30,7 +36,7 @@ import keras
 import numpy as np
 
 from .. import distribute
-from ..errors import ConfigError
+from ..errors import ConfigError, TrainingInterrupted
 from ..logs import log, progress
 from ..paths import RUN_CHECKPOINT, RUN_MODEL
 from .state import load_state, save_state
@@ -61,7 +67,7 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         show_progress=True, unit="pair", callbacks=(), metadata=None):
     """Train the compiled ``trainer`` on the batch source ``batches`` (``zoo.train.batches``) for ``epochs``,
     resumably, keeping the best ``model`` (the model inside ``trainer`` that ``evaluator`` measures and whose
-    ``save(path, metadata=...)`` writes a preset) in ``OUTPUT/model``. Rerunning with the same ``output`` resumes
+    ``save_to_preset(path, metadata=...)`` writes a preset) in ``OUTPUT/model``. Rerunning with the same ``output`` resumes
     from ``OUTPUT/checkpoint`` and ends where an uninterrupted run ends. Returns a ``Run``."""
     if epochs < 1 or save_every < 1:
         raise ConfigError(f"--epochs and --save-every must be >= 1 (got {epochs}, {save_every})")
@@ -77,6 +83,9 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         trainer.optimizer.build(trainer.trainable_variables)
     if fresh:
         state = {"epoch": 0, "step": 0, "loss_sum": 0.0, "history": [], "best": None, "train_seconds": 0.0}
+    elif state["epoch"] >= epochs:
+        log.info("%s holds a finished run (%d epochs): nothing to train, its best model is evaluated again", output,
+                 state["epoch"])
     else:
         log.info("resuming from %s: epoch %d, step %d", state_dir, state["epoch"] + 1, state["step"])
     end = EpochEnd(state, evaluator, model, model_dir, metadata, dist)
@@ -91,16 +100,42 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         sizes = {}
         data = epoch_input(batches, seed, epoch, start, sizes, dist)
         steps = len(batches) - start
-        zoo_callbacks = [ProgressBar(batches, epoch, epochs, start, sizes, unit, show_progress),
-                         StateCheckpoint(state, state_dir, save_every, start, dist), end]
-        trainer.fit(data, steps_per_epoch=steps, initial_epoch=epoch, epochs=epoch + 1, verbose=0, shuffle=False,
-                    callbacks=[*zoo_callbacks, *callbacks])
+        checkpoint = StateCheckpoint(state, state_dir, save_every, start, dist)
+        zoo_callbacks = [ProgressBar(batches, epoch, epochs, start, sizes, unit, show_progress), checkpoint, end]
+        with stop_on_sigint() as interrupt:
+            checkpoint.interrupt = end.interrupt = interrupt
+            trainer.fit(data, steps_per_epoch=steps, initial_epoch=epoch, epochs=epoch + 1, verbose=0,
+                        shuffle=False, callbacks=[*zoo_callbacks, *callbacks])
+        if interrupt.is_set():
+            raise TrainingInterrupted(output, epoch + 1, state["step"])
         save_training_state(state_dir, trainer, state, dist)
     if evaluator is None and not os.path.exists(model_dir) and model is not None:
         if dist.is_writer:
-            model.save(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
+            model.save_to_preset(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
         distribute.barrier("zoo-final-model")
     return Run(state["history"], state["best"], state["train_seconds"], model_dir, metric, end.best_scores)
+
+
+@contextlib.contextmanager
+def stop_on_sigint():
+    """Inside the block, a first Ctrl-C (SIGINT) sets the yielded event (the callbacks stop after the current
+    step, saving it) instead of raising; a second one raises KeyboardInterrupt. Only in the main thread."""
+    interrupt = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupt
+        return
+
+    def handler(signum, frame):
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        interrupt.set()
+        log.info("Ctrl-C: stopping after this step (press it again to stop at once)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield interrupt
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def save_training_state(state_dir, trainer, state, dist):
@@ -176,8 +211,8 @@ class ProgressBar(keras.callbacks.Callback):
         if not math.isfinite(loss):
             raise FloatingPointError(f"the training loss became {loss} at epoch {self.epoch + 1}, "
                                      f"step {self.start + batch + 1}")
-        if self.bar is not None:
-            self.bar.update(self.sizes.pop(self.start + batch, 0))
+        if self.bar is not None:  # a resumed epoch's count starts at an estimate: never past the epoch's size
+            self.bar.update(min(self.sizes.pop(self.start + batch, 0), self.bar.total - self.bar.n))
             self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
 
     def on_epoch_end(self, epoch, logs=None):  # before the evaluation's own bars
@@ -194,6 +229,7 @@ class StateCheckpoint(keras.callbacks.Callback):
         super().__init__()
         self.state, self.directory, self.every, self.start, self.dist = state, directory, every, start, dist
         self.base_loss, self.base_seconds, self.t0 = state["loss_sum"], state["train_seconds"], time.time()
+        self.interrupt = threading.Event()  # set by Ctrl-C (``stop_on_sigint``)
 
     def record(self, step, logs):
         """Keras' loss is the mean over this fit call's steps (``start``..``step``)."""
@@ -203,12 +239,15 @@ class StateCheckpoint(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = self.start + batch + 1
-        if step % self.every == 0:
+        if step % self.every == 0 or self.interrupt.is_set():
             self.record(step, logs)
             save_training_state(self.directory, self.model, self.state, self.dist)
+        if self.interrupt.is_set():
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        self.record(self.start + self.params["steps"], logs)
+        if not self.interrupt.is_set():  # Keras ends the epoch early on stop_training: it is not over
+            self.record(self.start + self.params["steps"], logs)
 
 
 class EpochEnd(keras.callbacks.Callback):
@@ -220,6 +259,7 @@ class EpochEnd(keras.callbacks.Callback):
         self.state, self.evaluator, self.target, self.dist = state, evaluator, model, dist
         self.model_dir, self.metadata = model_dir, metadata or {}
         self.best_scores = None
+        self.interrupt = threading.Event()
 
     def measure(self, epoch, train_loss):
         record = {"epoch": epoch}
@@ -232,7 +272,7 @@ class EpochEnd(keras.callbacks.Callback):
             log.info("%s: %s %.2f", "before training" if epoch == 0 else f"epoch {epoch}", key, value)
             if self.evaluator.better(value, None if best is None else best[key]):
                 if self.dist.is_writer:
-                    self.target.save(self.model_dir, metadata={**self.metadata, "epoch": epoch, key: value})
+                    self.target.save_to_preset(self.model_dir, metadata={**self.metadata, "epoch": epoch, key: value})
                 distribute.barrier("zoo-best-model")
                 self.state["best"] = {**record, "train_loss": train_loss}
                 self.best_scores = getattr(self.evaluator, "scores", None)
@@ -241,7 +281,43 @@ class EpochEnd(keras.callbacks.Callback):
         return record
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.interrupt.is_set():
+            return
         steps = self.state["step"]
         train_loss = self.state["loss_sum"] / max(steps, 1)
         self.measure(epoch + 1, train_loss)
         self.state.update(epoch=epoch + 1, step=0, loss_sum=0.0)
+
+
+class EvaluatorCallback(keras.callbacks.Callback):
+    """An evaluator inside ``fit``: after each epoch ``logs["val_<primary metric>"]``, the best epoch remembered
+    (``history``, ``best``, ``best_epoch``), saved with ``save_to`` (a preset, atomically) and its weights put
+    back into ``model`` when training ends (``restore_best``).
+
+    >>> encoder.fit(..., callbacks=[zoo.train.EvaluatorCallback(SpearmanEvaluator(valid), encoder)])
+    """
+
+    def __init__(self, evaluator, model, save_to=None, restore_best=True, verbose=True):
+        super().__init__()
+        self.evaluator, self.target = evaluator, model
+        self.save_to, self.restore_best, self.verbose = save_to, restore_best, verbose
+        self.best, self.best_epoch, self.best_weights, self.history = None, None, None, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        metrics = self.evaluator(self.target)
+        value = metrics[self.evaluator.primary_metric]
+        self.history.append(value)
+        if logs is not None:
+            logs[f"val_{self.evaluator.primary_metric}"] = value
+        if self.evaluator.better(value, self.best):
+            self.best, self.best_epoch = value, epoch + 1
+            self.best_weights = self.target.get_weights()
+            if self.save_to:
+                self.target.save_to_preset(self.save_to)
+        if self.verbose:
+            log.info("epoch %d: %s %s %.2f (best %.2f, epoch %d)", epoch + 1, self.evaluator.name,
+                     self.evaluator.primary_metric, value, self.best, self.best_epoch)
+
+    def on_train_end(self, logs=None):
+        if self.restore_best and self.best_weights is not None:
+            self.target.set_weights(self.best_weights)

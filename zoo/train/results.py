@@ -68,10 +68,20 @@ def task_table(per_task, trained=()):
     return table(["task", "valid Spearman", "test Spearman", "test accuracy [95% CI]"], rows)
 
 
-def history_table(history, metric):
-    """Per epoch: the selection metric and the mean training loss."""
-    return table(["epoch", metric.replace("_", " "), "train loss (epoch mean)"],
+def history_table(history, metric, best_epoch=None):
+    """Per epoch: the selection metric and the mean training loss; with ``best_epoch``, a line naming the epoch whose
+    model was kept and the valid score that chose it (epoch 0: the starting model was never beaten)."""
+    text = table(["epoch", metric.replace("_", " "), "train loss (epoch mean)"],
                  [(h["epoch"], h.get(metric), h.get("train_loss")) for h in history])
+    if best_epoch is None:
+        return text
+    best = next((h for h in history if h["epoch"] == best_epoch), {})
+    kept = f"the model kept in OUTPUT/model: epoch {best_epoch}"
+    if best.get(metric) is not None:
+        kept += f", chosen by {metric.replace('_', ' ')} {best[metric]:.2f}"
+    if best_epoch == 0:
+        kept += " (no epoch of training beat the starting model)"
+    return text + "\n\n" + kept
 
 
 def write_results(output, results, markdown):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from ..errors import ConfigError
+from ..config import check_warmup
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -22,11 +22,6 @@ class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
-
-
-def check_warmup(warmup):
-    if warmup is not None and not 0 <= warmup < 1:
-        raise ConfigError(f"--warmup is a share of the training steps in [0, 1), got {warmup}")
 
 
 def learning_rate(peak, warmup, total_steps):
