@@ -11,8 +11,9 @@ import time
 
 import numpy as np
 
-from zoo.retrieval import SemanticIndex
+from zoo.evaluation import overlap_at_k
 from zoo.paths import write_json_atomic
+from zoo.retrieval import SemanticIndex
 from zoo.train.results import versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,7 +26,7 @@ def main():
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--factory", default="IVF1024,Flat")
     p.add_argument("--nprobe", type=int, nargs="+", default=[8, 32, 128])
-    p.add_argument("--out", default=os.path.join(HERE, "results", "retrieval.json"))
+    p.add_argument("--output", "--out", default=os.path.join(HERE, "results", "retrieval.json"))
     args = p.parse_args()
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((args.n, args.dim), dtype=np.float32)
@@ -45,16 +46,16 @@ def main():
         t = time.perf_counter()
         _, found = approx.search_vectors(queries, 10)
         qps = args.queries / (time.perf_counter() - t)
-        recall = float(np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, truth)]))
+        recall = overlap_at_k(found, truth, 10)
         rows.append({"method": f"faiss {args.factory}, nprobe {nprobe}", "recall@10": recall, "queries_per_s": qps})
         print(f"nprobe {nprobe}: recall@10 {recall:.3f}, {qps:.0f} queries/s", file=sys.stderr)
     result = {"n": args.n, "dim": args.dim, "queries": args.queries, "faiss_build_seconds": build, "rows": rows,
               "versions": versions(), "command": " ".join(sys.argv)}
-    write_json_atomic(args.out, result)
+    write_json_atomic(args.output, result)
     print("| method | recall@10 | queries/s |\n|---|---|---|")
     for r in rows:
         print(f"| {r['method']} | {r['recall@10']:.3f} | {r['queries_per_s']:.1f} |")
-    print(f"\n{args.n:,} x {args.dim} random vectors; faiss build {build:.1f} s; wrote {args.out}")
+    print(f"\n{args.n:,} x {args.dim} random vectors; faiss build {build:.1f} s; wrote {args.output}")
 
 
 if __name__ == "__main__":

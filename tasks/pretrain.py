@@ -78,7 +78,7 @@ trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1
                 loss=first_output_loss, jit_compile=config.jit_compile)
 
 # 4. Train: every --eval-every steps the held-out masked-token accuracy keeps the best backbone.
-probe = anisotropy_sentences(docs, seed=config.seed)
+probe = anisotropy_sentences(docs, n=config.limit_eval or 1000, seed=config.seed)
 anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}
 run = fit(trainer, batches, config.output, epochs=config.steps // config.eval_every, seed=config.seed,
           evaluator=MaskedTokenEvaluator(trainer, batches), save_every=config.save_every, model=backbone,

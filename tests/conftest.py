@@ -355,3 +355,18 @@ def google_config_of(hf_config):
             "max_position_embeddings": c.max_position_embeddings, "num_attention_heads": c.num_attention_heads,
             "num_hidden_layers": c.num_hidden_layers, "type_vocab_size": c.type_vocab_size,
             "vocab_size": c.vocab_size}
+
+
+@pytest.fixture(autouse=True)
+def _zoo_logger_restored():
+    """Each test starts with the zoo logger (and the process's excepthook) as the test before it found them:
+    ``zoo.logs.setup_cli`` (run by in-process ``zoo.cli.main``) changes both."""
+    import sys
+
+    log = logging.getLogger("zoo")
+    saved = (list(log.handlers), log.level, log.propagate, sys.excepthook)
+    yield
+    log.handlers[:] = saved[0]
+    log.setLevel(saved[1])
+    log.propagate = saved[2]
+    sys.excepthook = saved[3]

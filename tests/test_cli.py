@@ -59,13 +59,13 @@ def test_help_and_version_load_no_backend():
         text = " ".join(helps[" ".join(words)][1].split())
         for flag in ("--output", "--limit-train", "--limit-eval", "--checkpoint", "--data-dir"):
             assert flag in text, (words, flag)
-        assert "--output OUTPUT" in text and "default:" in text.split("--output OUTPUT", 1)[1].split("--", 1)[0]
+        assert "--output OUTPUT" in text and "default:" in text.rsplit("--output OUTPUT", 1)[1].split("  --", 1)[0]
     version = zoo_command("--version", timeout=60)
     assert version.returncode == 0 and version.stdout.strip() == f"zoo {__import__('zoo').__version__}"
     assert not [h for h in HEAVY if h in version.stderr]
 
 
-def test_one_flag_vocabulary_and_old_spellings(caplog):
+def test_one_flag_vocabulary_and_old_spellings(caplog):  # parsing only: no setup_cli, the messages propagate
     """One name per concept across every job: --tasks, --checkpoint, --output, --limit-train / --limit-eval; the
     old spellings (--task, --from, --limit-groups, --out) still parse, with a message naming the replacement."""
     from zoo.cli import COMMANDS, build_parser, job
@@ -123,7 +123,7 @@ def test_bad_input_is_refused_before_anything_is_read_or_written(tiny_setup, tmp
     assert code == 2 and "LCQMC.train.data: no sentence pairs" in err and "zero-size" not in err, err
 
 
-def test_encode_takes_a_column_of_a_tsv_and_warns_about_tabs(tiny_setup, tmp_path, capsys, caplog):
+def test_encode_takes_a_column_of_a_tsv_and_warns_about_tabs(tiny_setup, tmp_path, capsys):
     import zoo
     from zoo.cli import main
 
@@ -135,10 +135,11 @@ def test_encode_takes_a_column_of_a_tsv_and_warns_about_tabs(tiny_setup, tmp_pat
     encoder = zoo.SentenceEncoder.from_preset(tiny_setup / "preset")
     np.testing.assert_allclose(np.load(tmp_path / "b.npy"), encoder.encode([x.split("\t")[1] for x in lines]),
                                atol=1e-6)
-    caplog.clear()
+    capsys.readouterr()
     assert main(["encode", "--model", str(tiny_setup / "preset"), "--input", str(pairs), "--output",
                  str(tmp_path / "w.npy"), "--no-progress"]) == 0
-    assert "TABs" in caplog.text and "--column" in caplog.text
+    err = capsys.readouterr().err
+    assert "line 1 holds TABs" in err and "--column" in err, err
     assert main(["encode", "--model", str(tiny_setup / "preset"), "--input", str(pairs), "--column", "4",
                  "--output", str(tmp_path / "x.npy"), "--no-progress"]) == 2
     assert "pairs.tsv, line 1: 3 TAB-separated field(s), no column 4" in capsys.readouterr().err

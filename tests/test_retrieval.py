@@ -289,3 +289,19 @@ def test_index_build_saves_an_approximate_structure(index, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["index", "build", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "iy"),
               "--backend", "ivfpq", "--quantize", "int8"])
+
+
+def test_retrieval_metrics_against_hand_computed_values():
+    """recall@k, MRR@k, nDCG@k (binary relevance) and ANN overlap@k on rankings worked out by hand."""
+    from zoo.evaluation import first_relevant_ranks, mrr_at_k, ndcg_at_k, overlap_at_k, recall_at_k
+
+    rankings = [["a", "b", "c"], ["x", "y", "z"], ["p", "q", "r"]]
+    relevant = ["b", {"z", "y"}, "none"]
+    assert first_relevant_ranks(rankings, relevant) == [2, 2, None]
+    assert recall_at_k(rankings, relevant, 1) == 0.0 and recall_at_k(rankings, relevant, 2) == pytest.approx(2 / 3)
+    assert mrr_at_k(rankings, relevant, 10) == pytest.approx((1 / 2 + 1 / 2 + 0) / 3)
+    assert mrr_at_k(rankings, relevant, 1) == 0.0
+    ideal_two = 1 + 1 / np.log2(3)
+    want = ((1 / np.log2(3)) / 1 + (1 / np.log2(3) + 1 / np.log2(4)) / ideal_two + 0) / 3
+    assert ndcg_at_k(rankings, relevant, 3) == pytest.approx(want)
+    assert overlap_at_k([[1, 2, 3], [4, 5, 6]], [[3, 2, 9], [7, 8, 9]], 3) == pytest.approx((2 / 3 + 0) / 2)

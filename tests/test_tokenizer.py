@@ -521,3 +521,30 @@ def test_a_batch_of_25000_texts_matches_one_at_a_time(bert_tok, lcqmc_test):
         n = int(out["padding_mask"][i].sum())
         assert out["token_ids"][i, :n].tolist() == ids and out["segment_ids"][i, :n].tolist() == segments, i
         assert not out["token_ids"][i, n:].any()
+
+
+def test_a_preset_vocabulary_is_checked_against_its_manifest(tmp_path, tiny_tok):
+    """Tokenizer.from_preset on a zoo preset checks vocab.txt's sha256 first: a changed character that stays valid
+    UTF-8, an emptied or a missing file each raise CheckpointError naming vocab.txt (not a wrong vocabulary)."""
+    import shutil
+
+    from zoo.errors import CheckpointError
+
+    backbone = zoo.BertBackbone(tiny_tok.vocab_size, 1, 2, 8, 16, max_sequence_length=16)
+    backbone.save_to_preset(tmp_path / "intact", tokenizer=tiny_tok)
+    assert zoo.Tokenizer.from_preset(tmp_path / "intact").vocab == tiny_tok.vocab
+    for how in ("flip", "empty", "missing"):
+        folder = tmp_path / how
+        shutil.copytree(tmp_path / "intact", folder)
+        vocab = folder / "vocab.txt"
+        text = vocab.read_text(encoding="utf-8")
+        if how == "flip":  # one token's last character changed into another valid character
+            lines = text.split("\n")
+            lines[-2] = lines[-2][:-1] + chr(ord(lines[-2][-1]) + 1)
+            vocab.write_text("\n".join(lines), encoding="utf-8")
+        elif how == "empty":
+            vocab.write_text("", encoding="utf-8")
+        else:
+            vocab.unlink()
+        with pytest.raises(CheckpointError, match=re.escape(str(vocab))):
+            zoo.Tokenizer.from_preset(folder)

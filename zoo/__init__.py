@@ -61,7 +61,7 @@ def __getattr__(name):
 
 
 def _load_preset(path):
-    """(model, tokenizer) of a saved model: the deprecated ``zoo.load_preset``."""
+    """(model, tokenizer) of a saved model (the deprecated alias of the name above)."""
     from .presets import load_saved
     from .tokenizer import Tokenizer
 

@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 
+from .errors import MissingFileError
+
 SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
 
 
@@ -65,7 +67,7 @@ def corpus_files(paths):
         elif os.path.exists(p):
             files.append(p)
         else:
-            raise FileNotFoundError(f"{p}: corpus file or folder not found")
+            raise MissingFileError(f"{p}: corpus file or folder not found")
     return files
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import DataError
+from .errors import DataError, MissingFileError
 from .logs import log
 from .paths import DATA_DIR
 
@@ -80,7 +80,7 @@ def iter_pairs(path, skip_bad_lines=False, bad=None):
     and line, unless ``skip_bad_lines=True``: then its number is appended to ``bad`` (a list) and it is skipped."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: data file not found")
+        raise MissingFileError(f"{path}: data file not found")
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
@@ -152,7 +152,7 @@ def task_file(task, split, data_dir):
                 tried.append(candidate)
                 if os.path.exists(candidate):
                     return candidate
-    raise FileNotFoundError(f"no {task} {split} file under {data_dir} (tried {tried[:3]} ...)")
+    raise MissingFileError(f"no {task} {split} file under {data_dir} (tried {tried[:3]} ...)")
 
 
 def default_data_dir():
@@ -171,7 +171,7 @@ def resolve_data_dir(task, data_dir=None):
             return candidate
         except FileNotFoundError:
             continue
-    raise FileNotFoundError(f"no {task} data in {candidates}; pass --data-dir")
+    raise MissingFileError(f"no {task} data in {candidates}; pass --data-dir")
 
 
 def load_task(task, split, data_dir=None, skip_bad_lines=False):

@@ -18,6 +18,10 @@ class ConfigError(ZooError, ValueError):
     """A bad setting (a flag or config field); the message names it. Raised before any work starts."""
 
 
+class MissingFileError(ZooError, FileNotFoundError):
+    """A file or folder that must exist does not (a FileNotFoundError too); the message names it."""
+
+
 class MissingExtra(ZooError, ImportError):
     """A feature whose optional packages are not installed; the message names the ``pip install 'zoo[...]'``."""
 

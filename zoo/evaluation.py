@@ -60,8 +60,12 @@ class Evaluator:
 
 
 class SpearmanEvaluator(Evaluator):
-    """Cosine similarity of each pair (``model.similarity_pairwise``: a SentenceEncoder or SimBERT) against the
-    gold labels of a PairDataset -> {"spearman", "pearson"} x100."""
+    """Spearman's rank correlation (primary) and Pearson's of each pair's cosine against its gold label, x100:
+    ``spearman = pearson(rank(cos(u_i, v_i)), rank(y_i))``, ties averaged (scipy).
+
+    Inputs: a model with ``similarity_pairwise`` (SentenceEncoder, SimBERT) and a PairDataset whose labels are 0/1
+    or graded (STS-B 0-5). The standard metric of Chinese STS evaluation (Su Jianlin, "CoSENT (一)", 2022: the
+    Spearman of the cosines, over the whole split)."""
 
     def __init__(self, dataset, batch_size=128, name="valid"):
         self.dataset, self.batch_size, self.name = dataset, batch_size, name
@@ -75,8 +79,11 @@ class SpearmanEvaluator(Evaluator):
 
 
 class AccuracyEvaluator(Evaluator):
-    """Pair scores (``model.predict(pairs)``: a CrossEncoder) -> accuracy at the threshold fitted on these same
-    pairs (exact sweep), x100, and the threshold."""
+    """Accuracy (primary, x100) at the best threshold on these same pairs, and that threshold:
+    ``max_t mean(1[s_i > t] == y_i)``, found by an exact sweep over the sorted scores (``best_threshold``).
+
+    Inputs: a model with ``predict(pairs)`` (a CrossEncoder's scores) and a PairDataset with 0/1 labels. Fitted on
+    valid, the threshold is then applied to test (``threshold_accuracy``), as in the LCQMC / BQ papers' accuracy."""
 
     primary_metric = "accuracy"
 
@@ -92,8 +99,10 @@ class AccuracyEvaluator(Evaluator):
 
 
 class MeanEvaluator(Evaluator):
-    """Several evaluators (e.g. one per task) -> each one's metrics prefixed with its name, and the mean of their
-    primary metrics as the primary metric."""
+    """Several evaluators (e.g. one per task) -> each one's metrics prefixed with its name, and the unweighted mean
+    of their primary metrics as the primary metric (``mean_k m_k``: each task counts once, whatever its size).
+
+    Inputs: {name: evaluator}, all with the same primary metric and direction."""
 
     def __init__(self, evaluators, name="valid"):
         self.evaluators, self.name = dict(evaluators), name
@@ -112,8 +121,10 @@ class MeanEvaluator(Evaluator):
 
 
 class LossEvaluator(Evaluator):
-    """The mean output of a loss model (whose output is its loss, e.g. ``SimBERT.loss_model()``) on fixed held-out
-    batches of a batch source -> {"loss"} (lower is better)."""
+    """The mean loss (primary; lower is better) of a loss model on fixed held-out batches: ``mean_b L(batch_b)``.
+
+    Inputs: a model whose output is its loss (``SimBERT.loss_model()``) and a batch source drawn with a fixed seed
+    (e.g. ``SimBERTBatches`` of LCQMC valid's positive groups); no labels beyond the batches'."""
 
     primary_metric = "loss"
     greater_is_better = False
@@ -128,8 +139,12 @@ class LossEvaluator(Evaluator):
 
 
 class MaskedTokenEvaluator(Evaluator):
-    """Masked-token accuracy (x100) of a pretrainer on fixed batches of held-out examples, which training never
-    draws (the same masks at every call)."""
+    """Masked-token accuracy (primary, x100) of a pretrainer on fixed batches of held-out examples, which training
+    never draws: ``mean over masked positions of 1[argmax p(token) == original token]``, the same masks at every
+    call.
+
+    Inputs: a pretrainer whose second output is the masked-token accuracy (``zoo.models.pretrainer``) and its
+    ``PretrainingBatches`` (their ``held_out`` examples). Reference: Devlin et al. 2019, "BERT" (the MLM task)."""
 
     name = ""
     primary_metric = "masked_accuracy"

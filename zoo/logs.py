@@ -97,6 +97,21 @@ def warn_deprecated(old, new, removed_in="0.4"):
                   stacklevel=3)
 
 
+class StderrHandler(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is at each message (not the stream of the moment it was made)."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _interrupted_hook(previous):
     """An excepthook for scripts: a ``TrainingInterrupted`` (Ctrl-C, state saved) ends the process with one line and
     status 130; anything else goes to ``previous``."""
@@ -128,8 +143,8 @@ def setup_cli(level=logging.INFO):
     while it loads and probes devices (CUDA stubs, "failed call to cuInit" on a machine without a GPU) is
     discarded. Errors later on still show, and every failure still raises. The library itself changes none of
     this."""
-    if not log.handlers:
-        handler = logging.StreamHandler()
+    if not any(isinstance(h, StderrHandler) for h in log.handlers):
+        handler = StderrHandler()
         handler.setFormatter(logging.Formatter("[zoo] %(message)s"))
         log.addHandler(handler)
     log.setLevel(level)

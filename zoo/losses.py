@@ -93,6 +93,15 @@ def triplet_loss(anchor, positive, negative, margin=1.0):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class CoSENTLoss(keras.losses.Loss):
+    """CoSENT, the ranking loss of pair scores: every pair labelled more similar must score higher.
+
+    ``loss = log(1 + sum over (k, l) with y_k < y_l of exp(scale * (s_k - s_l)))`` (``cosent_loss``).
+
+    Inputs: ``y_pred`` [B] pair scores, the cosines of ``zoo.models.build_pair_trainer`` (bi-encoders) or a
+    cross-encoder's raw scores (``scale=1``); ``y_true`` [B] labels, 0/1 or graded (STS-B 0-5: only their order
+    counts), or DvBERT's soft targets with ``gap_weighted=True``. Reference: Su Jianlin, "CoSENT (一): a more
+    effective sentence-vector scheme than Sentence-BERT" (2022, kexue.fm/archives/8847); scale 20 as there."""
+
     def __init__(self, scale=20.0, gap_weighted=False, name="cosent", **kwargs):
         super().__init__(name=name, **kwargs)
         self.scale, self.gap_weighted = scale, gap_weighted
@@ -106,10 +115,13 @@ class CoSENTLoss(keras.losses.Loss):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class CoSENTInBatchLoss(keras.losses.Loss):
-    """CoSENT on the pair cosines plus ``weight`` x the in-batch ranking loss (``multiple_negatives_ranking_loss``).
+    """CoSENT on the pair cosines plus ``weight`` x the in-batch ranking loss:
+    ``loss = cosent(y, cos(a_i, b_i)) + weight * multiple_negatives_ranking(a, b, anchors)``.
 
-    ``y_pred``: the [2B, d] embeddings of interleaved pairs (a_1, b_1, ...); ``y_true`` [B, 2]: each pair's CoSENT
-    label (0/1, or graded) and its anchor flag (1: a paraphrase, whose a ranks its b above the batch's other b's)."""
+    Inputs: ``y_pred`` the [2B, d] embeddings of interleaved pairs (a_1, b_1, ...; ``build_trainer(...,
+    in_batch=True)``); ``y_true`` [B, 2]: each pair's CoSENT label (0/1, or graded) and its anchor flag (1: a
+    paraphrase, whose a ranks its b above the batch's other b's, word-order rewrites included). References: CoSENT
+    (``CoSENTLoss``); Henderson et al. 2017 (``multiple_negatives_ranking_loss``)."""
 
     def __init__(self, weight=1.0, scale=20.0, in_batch_scale=20.0, name="cosent_in_batch", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -129,9 +141,11 @@ class CoSENTInBatchLoss(keras.losses.Loss):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class MatryoshkaLoss(keras.losses.Loss):
-    """Matryoshka training: ``loss`` (a pair loss on [B] cosines, e.g. CoSENT) summed over nested dimensions.
-    ``y_pred`` is [B, k]: the pair cosines computed on the first d_1 < ... < d_k dimensions of the embeddings
-    (``zoo.models.build_pair_trainer(..., matryoshka_dims=...)``), so that truncated vectors stay useful."""
+    """Matryoshka training: ``loss = sum_i inner(y, s_i)``, a pair loss (e.g. CoSENT) summed over nested dimensions.
+
+    Inputs: ``y_pred`` [B, k], the pair cosines computed on the first d_1 < ... < d_k dimensions of the embeddings
+    (``zoo.models.build_pair_trainer(..., matryoshka_dims=...)``); ``y_true`` the inner loss's labels. Truncated
+    vectors stay useful. Reference: Kusupati et al. 2022, "Matryoshka Representation Learning"."""
 
     def __init__(self, loss, name="matryoshka", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -146,6 +160,12 @@ class MatryoshkaLoss(keras.losses.Loss):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class CosineMSELoss(keras.losses.Loss):
+    """Sentence-BERT's regression objective: ``mean((cos(u, v) - y)^2)``.
+
+    Inputs: ``y_pred`` [B] pair cosines (``build_pair_trainer(..., "cosine_mse")``); ``y_true`` [B] similarity
+    labels scaled to [0, 1] (STS-B's 0-5 divided by 5; ``objective_labels``). Reference: Reimers and Gurevych 2019,
+    "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks" (CosineSimilarityLoss)."""
+
     def __init__(self, name="cosine_mse", **kwargs):
         super().__init__(name=name, **kwargs)
 
@@ -162,6 +182,13 @@ def soft_target_cross_entropy(targets, logits):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class SoftTargetLoss(keras.losses.Loss):
+    """DvBERT's distillation loss: cross-entropy of the student's classifier against each teacher's annealed
+    target, summed over teachers (``soft_target_cross_entropy``):
+    ``loss = mean_b sum_t sum_c -q_btc log softmax(z_b)_c`` with ``q = lambda onehot(gold) + (1 - lambda) p_teacher``.
+
+    Inputs: ``y_pred`` [B, C] logits of the SBERT head; ``y_true`` [B, T, C] targets of T teachers
+    (``zoo.train.DistillBatches``). Reference: Cheng 2021, "Dual-View Distilled BERT for Sentence Embedding"."""
+
     def __init__(self, name="soft_target_ce", **kwargs):
         super().__init__(name=name, **kwargs)
 
@@ -185,7 +212,14 @@ def simbert_loss(token_ids, segment_ids, mlm_logits, pooled, scale=30.0):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class SimBERTLoss(keras.layers.Layer):
-    """``simbert_loss`` as a layer (the loss model's output)."""
+    """SimBERT's joint loss as a layer (the loss model's output, ``simbert_loss``): seq2seq cross-entropy on the
+    target segment's tokens (UniLM mask) plus the in-batch softmax over the scaled cosines of the pooled vectors,
+    each row's partner being the same pair in the other order (``i XOR 1``).
+
+    Inputs: the batch's ``token_ids`` and ``segment_ids`` [2B, T] (rows ``[CLS] a [SEP] b [SEP]`` and
+    ``[CLS] b [SEP] a [SEP]`` side by side, ``zoo.train.SimBERTBatches``), the MLM logits [2B, T, V] and the pooled
+    vectors [2B, d]; no labels. Reference: Su Jianlin, "SimBERT: integrating retrieval and generation"
+    (2020, kexue.fm/archives/7427), scale 30."""
 
     def __init__(self, scale=30.0, **kwargs):
         super().__init__(**kwargs)
@@ -213,9 +247,14 @@ def first_output_loss(y_true, y_pred):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class InBatchSoftmaxLoss(keras.losses.Loss):
-    """SimCSE / Mirror-BERT InfoNCE on [2N, d] embeddings: rows i and (i + N) mod 2N are the two views.
-    ``matryoshka_dims`` (d_1 < ... < d): the loss is also computed on the first d_i dimensions of the embeddings
-    (each truncation normalised on its own) and summed, so that truncated vectors stay useful."""
+    """SimCSE / Mirror-BERT InfoNCE: ``loss = mean_i -log softmax_j(cos(z_i, z_j) / tau)[partner(i)]`` over the batch,
+    the diagonal masked, where rows i and (i + N) mod 2N of the [2N, d] embeddings are the two views of a sentence.
+
+    Inputs: ``y_pred`` [2N, d] embeddings (``zoo.train.MirrorBatches``: N originals, then N augmented copies);
+    ``y_true`` unused (no labels). ``matryoshka_dims`` (d_1 < ... < d): the loss is also computed on the first d_i
+    dimensions (each truncation normalised on its own) and summed, so that truncated vectors stay useful.
+    References: Gao et al. 2021, "SimCSE"; Liu et al. 2021, "Fast, Effective, and Self-Supervised: Transforming
+    Masked Language Models into Universal Lexical and Sentence Encoders" (Mirror-BERT); tau 0.04 as Mirror-BERT."""
 
     def __init__(self, temperature=0.04, matryoshka_dims=(), name="in_batch_softmax", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 
+from .errors import MissingFileError
+
 # zoo presets (``save_preset``): the Keras config of the model, its weights, and the tokenizer
 PRESET_CONFIG = "zoo_config.json"
 PRESET_WEIGHTS = "model.weights.h5"
@@ -40,6 +42,14 @@ DEFAULT_PRESET = "chinese_L-4_H-256_A-4"  # the untuned start of every training 
 DEFAULT_ENCODER = "zoo-embed-zh-L4"  # the ready sentence-embedding model: `zoo encode`'s and SemanticIndex's default
 
 
+def cache_dir(*parts):
+    """zoo's cache folder (files zoo can rebuild, e.g. converted inference graphs): ``$ZOO_CACHE``, else
+    ``$XDG_CACHE_HOME/zoo``, else ``~/.cache/zoo``; ``parts`` are joined below it."""
+    root = os.environ.get("ZOO_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "zoo")
+    return os.path.join(root, *parts)
+
+
 def available_presets():
     """Names of the presets in ``PRESETS_DIR``."""
     if not os.path.isdir(PRESETS_DIR):
@@ -61,7 +71,7 @@ def resolve(path):
     candidate = os.path.join(PRESETS_DIR, path)
     if os.path.exists(os.path.join(candidate, PRESET_CONFIG)):
         return candidate
-    raise FileNotFoundError(f"{path}: no such file or folder, and no zoo preset of that name "
+    raise MissingFileError(f"{path}: no such file or folder, and no zoo preset of that name "
                             f"(presets in {PRESETS_DIR}: {available_presets()})")
 
 

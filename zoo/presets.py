@@ -13,7 +13,7 @@ import datetime
 import json
 import os
 
-from .errors import CheckpointError
+from .errors import CheckpointError, MissingFileError
 from .logs import log
 from .paths import (PRESET_CONFIG, PRESET_WEIGHTS, VOCAB_FILE, atomic_dir, check_manifest, file_manifest,
                     read_json_file, resolve)
@@ -126,7 +126,7 @@ def load_saved(path, verify=True):
     path = os.fspath(path)
     if path.endswith(".keras"):
         if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: no such .keras file")
+            raise MissingFileError(f"{path}: no such .keras file")
         import zipfile
 
         try:  # a .keras file is a zip: every member's CRC-32 is checked before anything is built from it

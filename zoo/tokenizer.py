@@ -9,6 +9,7 @@ padding are done here.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import re
@@ -16,7 +17,8 @@ import unicodedata
 
 import numpy as np
 
-from .paths import TOKENIZER_CONFIG, VOCAB_FILE, resolve
+from .errors import CheckpointError, MissingFileError
+from .paths import PRESET_CONFIG, TOKENIZER_CONFIG, VOCAB_FILE, check_manifest, read_json_file, resolve
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BUCKET = 8  # the padding policy: batches are padded to a multiple of this many tokens (few shapes for XLA)
@@ -36,19 +38,28 @@ def read_vocab(path):
         with open(path, encoding="utf-8") as f:
             tokens = [line.rstrip("\r\n") for line in f]
     except FileNotFoundError:
-        raise FileNotFoundError(f"vocabulary file not found: {path}") from None
+        raise MissingFileError(f"vocabulary file not found: {path}") from None
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: vocabulary is not valid UTF-8 ({e})") from None
+        raise CheckpointError(f"{path}: vocabulary is not valid UTF-8 ({e})") from None
     while tokens and tokens[-1] == "":
         tokens.pop()
     if not tokens:
-        raise ValueError(f"{path}: vocabulary is empty")
+        raise CheckpointError(f"{path}: vocabulary is empty")
     seen = {}
     for i, t in enumerate(tokens):
         if t in seen:
-            raise ValueError(f"{path}, line {i + 1}: token {t!r} repeats line {seen[t] + 1}")
+            raise CheckpointError(f"{path}, line {i + 1}: token {t!r} repeats line {seen[t] + 1}")
         seen[t] = i
     return tokens
+
+
+def verify_tokenizer_files(folder):
+    """The tokenizer files of a zoo preset folder against its sha256 manifest (``zoo_config.json``): a damaged,
+    emptied or missing ``vocab.txt`` raises CheckpointError naming it, before any token is read."""
+    config = read_json_file(os.path.join(folder, PRESET_CONFIG), "a zoo preset's config")
+    files = config.get("files")
+    if isinstance(files, dict):
+        check_manifest(folder, {k: v for k, v in files.items() if k in (VOCAB_FILE, TOKENIZER_CONFIG)}, PRESET_CONFIG)
 
 
 def is_cjk(ch):
@@ -152,10 +163,12 @@ class Tokenizer:
             raise ValueError(f"{path}: a .keras file carries its tokenizer inside; load the model with "
                              f"from_preset and use model.tokenizer")
         do_lower_case = True
+        if os.path.isdir(path) and os.path.exists(os.path.join(path, PRESET_CONFIG)):
+            verify_tokenizer_files(path)  # a zoo preset: its vocabulary and settings against the sha256 manifest
         if os.path.isdir(path):
             vocab_path = os.path.join(path, VOCAB_FILE)
             if not os.path.exists(vocab_path):
-                raise FileNotFoundError(f"{path}: no {VOCAB_FILE} in this folder")
+                raise MissingFileError(f"{vocab_path}: no {VOCAB_FILE} in this folder")
             config_path = os.path.join(path, TOKENIZER_CONFIG)
             if os.path.exists(config_path):
                 do_lower_case = _read_json(config_path).get("do_lower_case", True)
@@ -244,21 +257,20 @@ class Tokenizer:
                 gc.enable()
 
     def pad(self, rows, pad_to=None):
-        """(token_ids, segment_ids) rows -> dict of padded int32 arrays."""
-        length = max((len(r[0]) for r in rows), default=0)
+        """(token_ids, segment_ids) rows -> dict of padded int32 arrays (filled in one vectorized step each)."""
+        lengths = np.fromiter((len(r[0]) for r in rows), np.int64, count=len(rows))
+        length = int(lengths.max(initial=0))
         if pad_to is not None:
             if pad_to < length:
                 raise ValueError(f"pad_to={pad_to} is shorter than the longest row ({length} tokens)")
             length = pad_to
+        real = np.arange(length) < lengths[:, None]  # row-major, as the concatenated rows
+        total = int(lengths.sum())
         token_ids = np.full((len(rows), length), self.pad_id, dtype="int32")
+        token_ids[real] = np.fromiter(itertools.chain.from_iterable(r[0] for r in rows), np.int32, count=total)
         segment_ids = np.zeros((len(rows), length), dtype="int32")
-        padding_mask = np.zeros((len(rows), length), dtype="int32")
-        for i, (ids, segs) in enumerate(rows):
-            n = len(ids)
-            token_ids[i, :n] = ids
-            segment_ids[i, :n] = segs
-            padding_mask[i, :n] = 1
-        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        segment_ids[real] = np.fromiter(itertools.chain.from_iterable(r[1] for r in rows), np.int32, count=total)
+        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": real.astype("int32")}
 
     # ---------------------------------------------------------------- decoding
     def decode(self, ids):

@@ -20,11 +20,15 @@ def check_tasks(tasks, flag="--tasks"):
 def check_checkpoint(checkpoint, flag="--checkpoint"):
     """ConfigError when ``checkpoint`` (a preset name, folder, ckpt prefix or .keras file) cannot be found: checked
     before any data is read or any run folder made."""
+    from ..errors import MissingFileError
     from ..paths import resolve
 
     if checkpoint is None:
         return
-    path = resolve(checkpoint)
+    try:
+        path = resolve(checkpoint)
+    except MissingFileError as e:
+        raise ConfigError(f"{flag} {e}") from None
     if not (os.path.exists(path) or os.path.isfile(str(path) + ".index")):
         raise ConfigError(f"{flag} {checkpoint}: no such checkpoint, preset or file")
 

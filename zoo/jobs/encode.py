@@ -22,7 +22,7 @@ import numpy as np
 
 from ..config import POOLINGS, option
 from ..data import count_lines, iter_chunks, iter_lines
-from ..errors import ConfigError, DataError, ZooError
+from ..errors import ConfigError, DataError, MissingFileError, ZooError
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
 from ..inference import PRECISIONS, runner
@@ -174,7 +174,7 @@ def _finish(work, output, meta):
 
 def run(config: EncodeConfig):
     if not os.path.exists(config.input):
-        raise FileNotFoundError(f"{config.input}: no such input file")
+        raise MissingFileError(f"{config.input}: no such input file")
     lines = count_lines(config.input)
     if not lines:
         raise DataError(f"{config.input}: no lines to encode")

@@ -40,6 +40,8 @@ class PretrainConfig(DistributeOptions):
     limit_train: int | None = option(None, "read only the first N documents (the sources taken in turn; quick "
                                            "trials)")
     limit_docs: int | None = option(None, "train on a random sample of N documents of the whole corpus")
+    limit_eval: int | None = option(None, "measure anisotropy on N sentences of the text (default 1,000; the "
+                                          "held-out masked-token accuracy is always 4 batches)")
     stream: bool = option(False, "read the corpus and task texts lazily: memory holds one buffer of documents, "
                                  "whatever the corpus size (not de-duplicated)")
     output: str = option("runs/pretrain", "run folder (rerun to resume)")
@@ -50,7 +52,7 @@ class PretrainConfig(DistributeOptions):
 
     def __post_init__(self):
         check_positive(self, "steps", "eval_every", "batch_size", "save_every")
-        check_positive(self, "limit_train", "limit_docs", optional=True)
+        check_positive(self, "limit_train", "limit_docs", "limit_eval", optional=True)
         self.eval_every = min(self.eval_every, self.steps)  # --steps 5: five steps, one evaluation
         if self.steps % self.eval_every:
             raise ConfigError(f"--steps ({self.steps}) must be a multiple of --eval-every ({self.eval_every}), "
@@ -129,7 +131,7 @@ def run(config: PretrainConfig):
                                                      weight_decay=0.01, clipnorm=1.0),
                     loss=first_output_loss, jit_compile=config.jit_compile)
 
-    probe = anisotropy_sentences(docs, seed=config.seed)
+    probe = anisotropy_sentences(docs, n=config.limit_eval or 1000, seed=config.seed)
     anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}
     backbone.tokenizer = tokenizer  # saved with each best backbone
     run = fit(trainer, batches, config.output, epochs=epochs, seed=config.seed,

@@ -1,7 +1,7 @@
 """Ship a training run as a preset of ``data/presets``: weights stored as float16 when that costs nothing measurable,
 the five-task table, and a model card written from the run's own records.
 
-    python bench/ship_preset.py --run /work/runs/general_L4 --name zoo-embed-zh-L4 --data-dir ../shared/data \
+    python tools/ship_preset.py --run runs/general_L4 --name zoo-embed-zh-L4 --data-dir ../shared/data \
         --weaknesses "..."
 
 Loads the run's best model with the loading verb (``SentenceEncoder.from_preset`` / ``SimBERT.from_preset``),
@@ -56,7 +56,8 @@ def write_card(folder, record, extra_json=None, weaknesses=""):
     """FOLDER/README.md, the model card, from the figures of ``record`` (ship.json)."""
     config, dtype, sizes = record["config"], record["weights_dtype"], record["sizes_bytes"]
     scores, pairs, stop = record["scores"], record["train_pairs"], record.get("stopped_at")
-    trained = [t.strip() for t in str(config.get("task") or config.get("tasks") or "").split(",") if t.strip()]
+    tasks = config.get("tasks") or config.get("task") or ""  # a list (this release), or "A,B" (older runs)
+    trained = [t.strip() for t in (tasks if isinstance(tasks, list) else str(tasks).split(",")) if t.strip()]
     rows = [[t if t in trained else f"{t} (not trained on)", scores[dtype][t]["valid_spearman"],
              scores[dtype][t]["test_spearman"], scores["float32"][t]["test_spearman"]] for t in TASKS]
     score_table = table(["task", f"valid Spearman ({dtype})", f"test Spearman ({dtype})", "test Spearman (float32)"],
@@ -118,7 +119,7 @@ def main():
     target = os.path.join(PRESETS_DIR, args.name)
     if args.card_only:  # the figures stay; the card is written again (e.g. with a new --extra)
         record = json.load(open(os.path.join(target, "ship.json"), encoding="utf-8"))
-        record["card_command"] = "python bench/ship_preset.py " + " ".join(a if " " not in a else repr(a)
+        record["card_command"] = "python tools/ship_preset.py " + " ".join(a if " " not in a else repr(a)
                                                                           for a in sys.argv[1:])
         write_json_atomic(os.path.join(target, "ship.json"), record)
         write_card(target, record, args.extra, args.weaknesses)
@@ -148,7 +149,7 @@ def main():
               "best_epoch": run.get("best_epoch"), "stopped_at": run.get("stopped_at"),
               "train_pairs": {k: v["pairs"] for k, v in run.get("data_files", {}).items() if k.endswith("train")},
               "config": config, "float16_max_valid_change": drop, "sizes_bytes": sizes, "scores": scores,
-              "versions": versions(), "command": "python bench/ship_preset.py " + " ".join(
+              "versions": versions(), "command": "python tools/ship_preset.py " + " ".join(
                   a if " " not in a else repr(a) for a in sys.argv[1:])}
     write_json_atomic(os.path.join(tmp, "ship.json"), record)
     write_card(tmp, record, args.extra, args.weaknesses)
