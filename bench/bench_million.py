@@ -1,6 +1,6 @@
 """Search over a million real embeddings: bulk encoding, then exact vs HNSW vs IVF-PQ vs int8 / binary codes.
 
-    python bench/bench_million.py --cache /work/cache/million            # (cache: outside git, ~1.5 GB)
+    python bench/bench_million.py --cache runs/cache/million              # (cache: outside git, ~1.5 GB)
 
 1. Texts: sentences and clauses of ``../shared/data/corpus`` (split at 。！？；，, kept at 5-128 characters) plus every
    distinct sentence of the task files (all splits of LCQMC, BQ, ATEC, STS-B, PAWS-X): ~1.2 M distinct texts.
@@ -72,6 +72,40 @@ def structure_bytes(index):
     return int(faiss.serialize_index(index._faiss).nbytes)
 
 
+def milvus_row(settings, corpus, queries, truth, texts, keep, cache, topk=10):
+    """A Milvus Lite collection (zoo.milvus_index) of the corpus in a fresh file: build seconds (inserting the
+    vectors, texts and BM25 terms, then the vector index), recall@10 against exact search and queries/s over the
+    held-out queries in one request. Milvus Lite runs in its own process: its memory is not counted here."""
+    import shutil
+
+    from zoo.milvus_index import MilvusIndex
+
+    folder = os.path.join(cache, "milvus-" + settings["index_type"].lower())
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    start = time.perf_counter()
+    index = MilvusIndex(dim=corpus.shape[1], uri=os.path.join(folder, "corpus.db"), collection="million",
+                        index_type=settings["index_type"])
+    for first in range(0, len(corpus), 50_000):
+        part = slice(first, first + 50_000)
+        index._write("insert", index._rows([texts[i] for i in keep[part]], corpus[part],
+                                            list(range(first, min(first + 50_000, len(corpus)))), None, 64))
+    index.client.flush(index.collection)
+    index.client.load_collection(index.collection)
+    build = time.perf_counter() - start
+    params = {"metric_type": "IP", "params": {"nprobe": settings["nprobe"]} if "nprobe" in settings else {}}
+    start = time.perf_counter()
+    answers = index.client.search(index.collection, data=[q.tolist() for q in queries], anns_field="vector",
+                                  limit=topk, search_params=params)
+    seconds = time.perf_counter() - start
+    found = [[int(h["pk"]) for h in hits] for hits in answers]
+    recall = float(np.mean([len(set(f) & set(t)) / topk for f, t in zip(found, truth)]))
+    log.info("%s: recall@10 %.3f, %.0f queries/s, build %.0f s", settings["index_type"], recall,
+             len(queries) / seconds, build)
+    return {"settings": settings, "build_seconds": build, "memory_mib": None, "recall_at_10": recall,
+            "queries_per_second": len(queries) / seconds}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache", required=True)
@@ -84,6 +118,8 @@ def main():
                                                    "earlier run's results are kept (each row's 'x exact' is against "
                                                    "the exact search timed in its own run)")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "million"))
+    parser.add_argument("--limit", type=int, default=None, help="the first N texts only (a smaller-scale run: give "
+                                                                 "it its own --cache and --output)")
     args = parser.parse_args()
     setup_cli()
     os.makedirs(args.cache, exist_ok=True)
@@ -91,6 +127,9 @@ def main():
     report = {"command": " ".join(sys.argv), "versions": versions(), "model": args.model}
     if not os.path.exists(texts_file):
         texts, from_corpus = million_texts(args.data_dir, os.path.join(args.data_dir, "corpus"))
+        if args.limit:
+            texts = [texts[i] for i in np.sort(np.random.default_rng(1).choice(len(texts), args.limit, replace=False))]
+            from_corpus = None
         with gzip.open(texts_file + ".tmp", "wt", encoding="utf-8") as f:
             f.write("\n".join(texts) + "\n")
         os.replace(texts_file + ".tmp", texts_file)
@@ -150,7 +189,9 @@ def main():
                                                               ef_construction=80, ef_search=128, rescore=2)),
                   ("hnsw M32 ef64", dict(backend="hnsw", ef_search=64)),
                   ("hnsw M32 ef128", dict(backend="hnsw", ef_search=128)),
-                  ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256))]
+                  ("hnsw M32 ef256", dict(backend="hnsw", ef_search=256)),
+                  ("milvus-lite FLAT", dict(backend="milvus", index_type="FLAT")),
+                  ("milvus-lite IVF_FLAT nprobe32", dict(backend="milvus", index_type="IVF_FLAT", nprobe=32))]
     built = {}
     skip, only = set(filter(None, args.skip.split(","))), set(filter(None, args.only.split(",")))
     if only and os.path.exists(args.output + ".json"):  # keep the other rows of the earlier run
@@ -159,6 +200,12 @@ def main():
                              for k, v in earlier["indexes"].items() if k not in only}
     for name, settings in candidates:
         if name in skip or (only and name not in only):
+            continue
+        if settings["backend"] == "milvus":
+            report["indexes"][name] = milvus_row(settings, corpus, queries, truth, texts, keep, args.cache)
+            report["indexes"][name].update(exact_queries_per_second=exact_qps, command=report["command"],
+                                           speedup_vs_exact=report["indexes"][name]["queries_per_second"] / exact_qps)
+            write_json_atomic(args.output + ".json", report)
             continue
         family = (settings["backend"], settings.get("quantize"), settings.get("pq_bytes"), settings.get("hnsw_m"),
                   settings.get("ef_construction"))

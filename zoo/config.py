@@ -93,7 +93,8 @@ def add_flags(parser, config_class, fixed=()):
             if meta["append"]:
                 parser.add_argument(name, action="append", required=meta["required"], **kwargs)
             else:
-                kwargs["help"] += f" (comma-separated; default: {','.join(map(str, f.default)) or 'none'})"
+                kwargs["help"] += (" (comma-separated)" if "default:" in kwargs["help"] else
+                                   f" (comma-separated; default: {','.join(map(str, f.default)) or 'none'})")
                 parser.add_argument(name, type=_comma_list, default=f.default, **kwargs)
             for alias in aliases:
                 parser.add_argument(alias, action=DeprecatedFlag, replacement=name, append=meta["append"],

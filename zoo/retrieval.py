@@ -1,5 +1,6 @@
 """Semantic search: exact cosine top-k in numpy (chunked) or approximate with faiss, behind one API; BM25 over the
-same texts (the bm25s library) and hybrid search fusing both rankings (reciprocal-rank fusion)."""
+same texts (the bm25s library) and hybrid search fusing both (normalised scores or reciprocal ranks), with a fusion
+weight calibrated from a few labelled queries."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ from .vectors import normalize_rows
 INDEX_FILE = "index.json"
 LEXICAL_TERMS = ("bigram", "jieba")
 SEARCH_MODES = ("dense", "lexical", "hybrid")
+FUSIONS = ("score", "rrf")  # min-max normalised scores, weighted sum; reciprocal-rank fusion
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
+CALIBRATION_WEIGHTS = tuple(round(w / 10, 1) for w in range(11))  # dense weights tried by calibrate(), 0 and 1 too
 BACKENDS = ("exact", "hnsw", "ivfpq", "faiss")
+# backends in modules of their own, which build on this one (imported by name when used): name -> (module, class)
+BACKEND_MODULES = {"milvus": ("zoo.milvus_index", "MilvusIndex")}
 QUANTIZE = (None, "int8", "binary")
 QUANTIZED_BACKENDS = {"int8": ("exact", "hnsw"), "binary": ("exact",)}  # where codes can replace the float vectors
 FAISS_FILE = "faiss.index"
@@ -57,6 +62,42 @@ def reciprocal_rank_fusion(rankings, weights, k=RRF_K):
     return fused
 
 
+def score_fusion(scored, weights):
+    """{item: sum of weight * normalised score} over ``scored`` (one list of (item, score) per ranking, best
+    first): each ranking's scores are min-max normalised to [0, 1] over its own list (all 1 when they are equal),
+    and an item missing from a ranking gets 0 from it."""
+    fused = {}
+    for pairs, weight in zip(scored, weights):
+        if not pairs:
+            continue
+        values = np.asarray([v for _, v in pairs], dtype="float64")
+        low, span = values.min(), values.max() - values.min()
+        for (item, _), v in zip(pairs, values):
+            fused[item] = fused.get(item, 0.0) + weight * ((v - low) / span if span > 0 else 1.0)
+    return fused
+
+
+def fuse(dense, lexical, weight, fusion="score", topk=10):
+    """Hybrid ranking of one query: ``dense`` and ``lexical`` are lists of (item, score), best first; ``weight``
+    on the dense side and 1 - weight on the lexical side, fused by ``fusion`` ("score": ``score_fusion``; "rrf":
+    ``reciprocal_rank_fusion``) -> [(item, fused value)] best first (ties: the lower item first)."""
+    if fusion == "score":
+        fused = score_fusion([dense, lexical], [weight, 1.0 - weight])
+    elif fusion == "rrf":
+        fused = reciprocal_rank_fusion([[i for i, _ in dense], [i for i, _ in lexical]], [weight, 1.0 - weight])
+    else:
+        raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:topk]
+
+
+def backend_class(backend):
+    """The index class of a backend in ``BACKEND_MODULES``."""
+    import importlib
+
+    module, name = BACKEND_MODULES[backend]
+    return getattr(importlib.import_module(module), name)
+
+
 def default_factory(n):
     """A faiss factory for ``n`` vectors: exact ("Flat") below 10,000, else IVF with about 4 sqrt(n) lists."""
     return "Flat" if n < 10_000 else f"IVF{2 ** round(math.log2(4 * math.sqrt(n)))},Flat"
@@ -89,7 +130,7 @@ class SemanticIndex:
     >>> index = SemanticIndex(encoder)                  # ... or any model with encode()
     >>> index.add(corpus_texts)                         # ids 0, 1, 2, ... (or ids=[...])
     >>> index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
-    >>> index.search("怎么开通花呗", mode="hybrid")     # dense + BM25, fused by reciprocal rank
+    >>> index.search("怎么开通花呗", mode="hybrid")     # dense + BM25, scores fused (calibrate() picks the weight)
     >>> index.remove([3, 7]); index.save("idx"); SemanticIndex.load("idx", encoder)   # vectors memory-mapped
 
     Backends (faiss for all but exact):
@@ -106,10 +147,20 @@ class SemanticIndex:
     Approximate structures are built at the first search and grow with ``add``; ``remove`` hides rows at once and
     drops them (rebuilding) once a quarter of the rows are removed, or at ``save``. ``lexical``: the BM25 terms
     of the texts (character bigrams or jieba words, ``lexical_terms``), indexed at the first lexical search.
+    Hybrid search fuses the two sides (``fusion`` "score": min-max normalised scores, or "rrf": reciprocal ranks)
+    with ``hybrid_weight`` on the dense side; ``calibrate(queries, gold)`` picks both from a few labelled queries.
     """
 
+    def __new__(cls, *args, **kwargs):
+        """``backend="milvus"`` (a registered backend) gives that backend's index (``zoo.milvus_index``)."""
+        backend = kwargs.get("backend", args[2] if len(args) > 2 else "exact")
+        if backend in BACKEND_MODULES:
+            return backend_class(backend)(*args[:2], **{k: v for k, v in kwargs.items() if k != "backend"})
+        return super().__new__(cls)
+
     def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32, lexical="bigram",
-                 model=None, quantize=None, rescore=4, hnsw_m=32, ef_construction=200, ef_search=128, pq_bytes=None):
+                 model=None, quantize=None, rescore=4, hnsw_m=32, ef_construction=200, ef_search=128, pq_bytes=None,
+                 hybrid_weight=0.5, fusion="score", calibration=None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if quantize not in QUANTIZE:
@@ -123,6 +174,10 @@ class SemanticIndex:
             raise ValueError(f"lexical must be one of {LEXICAL_TERMS}, got {lexical!r}")
         if rescore < 1:
             raise ValueError(f"rescore must be >= 1, got {rescore}")
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+        if not 0.0 <= hybrid_weight <= 1.0:
+            raise ValueError(f"hybrid_weight must be in [0, 1], got {hybrid_weight}")
         if encoder is None and dim is None:  # the shipped general sentence-embedding model (a saved SentenceEncoder)
             from .paths import DEFAULT_ENCODER
             from .presets import load_saved
@@ -132,6 +187,7 @@ class SemanticIndex:
         self.lexical, self.model = lexical, model  # model: the encoder's name or path, recorded by save()
         self.quantize, self.rescore, self.hnsw_m = quantize, rescore, hnsw_m
         self.ef_construction, self.ef_search, self.pq_bytes = ef_construction, ef_search, pq_bytes
+        self.hybrid_weight, self.fusion, self.calibration = hybrid_weight, fusion, calibration
         self.dim = dim or encoder.dim
         if pq_bytes is not None and self.dim % pq_bytes:
             raise ValueError(f"pq_bytes must divide the dimension {self.dim}, got {pq_bytes}")
@@ -145,7 +201,8 @@ class SemanticIndex:
         return {"dim": self.dim, "backend": self.backend, "factory": self.factory, "nprobe": self.nprobe,
                 "lexical": self.lexical, "model": self.model, "quantize": self.quantize, "rescore": self.rescore,
                 "hnsw_m": self.hnsw_m, "ef_construction": self.ef_construction, "ef_search": self.ef_search,
-                "pq_bytes": self.pq_bytes}
+                "pq_bytes": self.pq_bytes, "hybrid_weight": self.hybrid_weight, "fusion": self.fusion,
+                "calibration": self.calibration}
 
     def __len__(self):
         return len(self.vectors) - len(self._removed)
@@ -216,7 +273,8 @@ class SemanticIndex:
             return _normalise(queries)
         if self.encoder is None:
             raise ValueError("this index has no encoder: search with vectors")
-        return _normalise(self.encoder.encode(list(queries), batch_size=batch_size))
+        encode = getattr(self.encoder, "encode_queries", self.encoder.encode)  # with the model's query prefix
+        return _normalise(encode(list(queries), batch_size=batch_size))
 
     def search_vectors(self, queries, topk=10):
         """(scores, rows) arrays [n_queries, topk], best first; row -1 (score -inf) where fewer were found."""
@@ -248,36 +306,70 @@ class SemanticIndex:
         order = np.argsort(-scores, axis=1, kind="stable")[:, :topk]
         return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
-    def search(self, queries, topk=10, batch_size=64, mode="dense", weight=0.5, depth=100, query_vectors=None,
-               return_ids=False):
+    def search(self, queries, topk=10, batch_size=64, mode="dense", weight=None, depth=100, query_vectors=None,
+               return_ids=False, fusion=None):
         """For each query: [(text, or the id of a bare vector, score)] best first ([(id, text, score)] with
-        ``return_ids``). ``mode``: "dense" (score: cosine), "lexical"
-        (BM25 over the texts; only texts sharing a term), or "hybrid": the top ``depth`` of each, fused by
-        reciprocal rank, ``weight`` on the dense ranking and 1 - weight on BM25's (score: the fused value).
+        ``return_ids``). ``mode``: "dense" (score: cosine), "lexical" (BM25 over the texts; only texts sharing a
+        term), or "hybrid": the top ``depth`` of each, fused (``fuse``) with ``weight`` on the dense side and
+        1 - weight on BM25's (score: the fused value). ``weight`` and ``fusion`` default to the index's
+        ``hybrid_weight`` and ``fusion`` (0.5 and "score" until ``calibrate`` sets them from labelled queries).
         ``query_vectors``: the queries' embeddings when already computed (else the encoder embeds them)."""
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         if mode == "dense":
             scores, indices = self.search_vectors(self._queries(queries, batch_size) if query_vectors is None
                                                   else query_vectors, topk)
+        elif mode == "lexical":
+            scores, indices = self.search_lexical([queries] if isinstance(queries, str) else list(queries), topk)
         else:
-            texts = [queries] if isinstance(queries, str) else list(queries)
-            scores, indices = self.search_lexical(texts, topk if mode == "lexical" else depth)
-            if mode == "hybrid":
-                if not 0.0 <= weight <= 1.0:
-                    raise ValueError(f"weight must be in [0, 1], got {weight}")
-                _, dense = self.search_vectors(self._queries(texts, batch_size) if query_vectors is None
-                                               else query_vectors, depth)
-                fused = [reciprocal_rank_fusion([[i for i in drow if i >= 0], lrow], [weight, 1.0 - weight])
-                         for drow, lrow in zip(dense, indices)]
-                best = [sorted(f.items(), key=lambda kv: (-kv[1], kv[0]))[:topk] for f in fused]
-                indices = [[i for i, _ in row] for row in best]
-                scores = [[v for _, v in row] for row in best]
+            weight = self.hybrid_weight if weight is None else weight
+            if not 0.0 <= weight <= 1.0:
+                raise ValueError(f"weight must be in [0, 1], got {weight}")
+            best = [fuse(d, lex, weight, fusion or self.fusion, topk)
+                    for d, lex in zip(*self._both_sides(queries, depth, batch_size, query_vectors))]
+            indices = [[i for i, _ in row] for row in best]
+            scores = [[v for _, v in row] for row in best]
         if return_ids:
             return [[(self.ids[i], self.texts[i], float(s)) for s, i in zip(srow, irow) if i >= 0]
                     for srow, irow in zip(scores, indices)]
         return [[(self.texts[i] if self.texts[i] is not None else self.ids[i], float(s))
                  for s, i in zip(srow, irow) if i >= 0] for srow, irow in zip(scores, indices)]
+
+    def _both_sides(self, queries, depth, batch_size=64, query_vectors=None):
+        """Per query, the dense and the BM25 top ``depth`` as lists of (row, score), best first."""
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        lex_scores, lex_rows = self.search_lexical(texts, depth)
+        scores, rows = self.search_vectors(self._queries(texts, batch_size) if query_vectors is None
+                                           else query_vectors, depth)
+        dense = [[(int(i), float(v)) for v, i in zip(srow, irow) if i >= 0] for srow, irow in zip(scores, rows)]
+        return dense, [list(zip(irow, srow)) for srow, irow in zip(lex_scores, lex_rows)]
+
+    def calibrate(self, queries, gold, weights=CALIBRATION_WEIGHTS, fusions=FUSIONS, depth=100, k=10,
+                  batch_size=64, query_vectors=None):
+        """Choose the hybrid ``fusion`` and dense ``weight`` from a few labelled queries: the pair with the best
+        MRR@``k`` of the ids in ``gold`` (per query, the id of its relevant entry, or a collection of ids) becomes
+        the index's default (saved with it). ``weights`` include 0 (BM25 alone) and 1 (dense alone), so on these
+        queries the default is never worse than the better of the two; ties go to the first fusion, then to the
+        weight nearest 0.5. Returns {"fusion", "weight", "mrr@k": {fusion: {weight: MRR}}, "queries"}."""
+        from .evaluation import mrr_at_k
+
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        if len(texts) != len(gold) or not texts:
+            raise ValueError(f"calibrate needs one gold id per query, got {len(texts)} queries and {len(gold)} ids")
+        unknown = [g for g in gold for i in (g if isinstance(g, (list, tuple, set, frozenset)) else [g])
+                   if i not in self._rows]
+        if unknown:
+            raise KeyError(f"gold id {unknown[0]!r} is not in the index")
+        gold_rows = [{self._rows[i] for i in (g if isinstance(g, (list, tuple, set, frozenset)) else [g])}
+                     for g in gold]
+        dense, lexical = self._both_sides(texts, depth, batch_size, query_vectors)
+        table = {f: {w: mrr_at_k([[i for i, _ in fuse(d, lex, w, f, k)] for d, lex in zip(dense, lexical)],
+                                 gold_rows, k) for w in weights} for f in fusions}
+        best = max(((f, w) for f in fusions for w in weights),
+                   key=lambda fw: (table[fw[0]][fw[1]], -fusions.index(fw[0]), -abs(fw[1] - 0.5)))
+        self.fusion, self.hybrid_weight = best
+        self.calibration = {"fusion": best[0], "weight": best[1], f"mrr@{k}": table, "queries": len(texts)}
+        return self.calibration
 
     def search_lexical(self, texts, topk=10):
         """BM25 (scores, indices) lists per query text, best first; only texts that share a term."""
@@ -395,6 +487,8 @@ class SemanticIndex:
         truncated or missing file raises CheckpointError naming it."""
         directory = os.fspath(directory)
         meta = read_json_file(os.path.join(directory, INDEX_FILE), "a search index's settings")
+        if meta.get("backend") in BACKEND_MODULES:  # a folder pointing at a Milvus collection
+            return backend_class(meta["backend"]).load(directory, encoder)
         files = meta.pop("files", None)
         if files is not None:
             check_manifest(directory, files, INDEX_FILE)

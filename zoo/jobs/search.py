@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..config import option
-from ..data import read_lines
+from ..data import iter_lines, read_lines
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_ENCODER
@@ -31,10 +31,15 @@ class IndexBuildConfig:
                                         "candidates rescored with the float vectors", choices=("int8", "binary"))
     lexical: str = option("bigram", "BM25 terms for lexical and hybrid search", choices=LEXICAL_TERMS)
     batch_size: int = option(64, "texts per model call")
+    calibrate: str | None = option(None, "labelled queries, one 'query<TAB>a relevant line of --input' a line: the "
+                                         "hybrid fusion and weight with the best MRR@10 on them become the index's "
+                                         "default (SemanticIndex.calibrate)")
 
     def __post_init__(self):
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.calibrate and self.backend == "milvus":
+            raise ConfigError("--calibrate is for zoo's own index backends, not --backend milvus")
         if (self.backend == "milvus") != (self.uri is not None):
             raise ConfigError("--uri goes with --backend milvus (and --backend milvus needs --uri)")
         if self.quantize and self.backend not in QUANTIZED_BACKENDS[self.quantize]:
@@ -50,16 +55,16 @@ class SearchConfig:
     index: str = option(None, "an index folder written by `zoo index build`", required=True)
     query: tuple = option((), "a query (repeat the flag for several)", append=True, required=True)
     topk: int = option(10, "results per query")
-    mode: str = option("dense", "dense (cosine), lexical (BM25) or hybrid (reciprocal-rank fusion of both)",
-                       choices=SEARCH_MODES)
-    weight: float = option(0.5, "hybrid: the dense ranking's weight (BM25 gets 1 - weight)")
+    mode: str = option("dense", "dense (cosine), lexical (BM25) or hybrid (both fused)", choices=SEARCH_MODES)
+    weight: float | None = option(None, "hybrid: the dense side's weight (BM25 gets 1 - weight; default: the "
+                                        "index's, calibrated by `zoo index build --calibrate`, else 0.5)")
     model: str | None = option(None, "the encoder (default: the one the index was built with)")
     filter: str | None = option(None, "a Milvus index: a filter expression on the metadata fields (lang == 'zh')")
 
     def __post_init__(self):
         if self.topk < 1:
             raise ConfigError(f"--topk must be >= 1, got {self.topk}")
-        if not 0.0 <= self.weight <= 1.0:
+        if self.weight is not None and not 0.0 <= self.weight <= 1.0:
             raise ConfigError(f"--weight must be in [0, 1], got {self.weight}")
 
 
@@ -72,11 +77,37 @@ def build(config: IndexBuildConfig):
     index = SemanticIndex(from_preset(config.model), backend=config.backend, lexical=config.lexical,
                           model=config.model, quantize=config.quantize)
     index.add(texts, batch_size=config.batch_size)
+    if config.calibrate:
+        queries, gold = labelled_queries(config.calibrate, texts)
+        chosen = index.calibrate(queries, gold, batch_size=config.batch_size)
+        log.info("calibrated on %d queries of %s: %s fusion, dense weight %.1f (MRR@10 %.4f)", len(queries),
+                 config.calibrate, chosen["fusion"], chosen["weight"],
+                 chosen["mrr@10"][chosen["fusion"]][chosen["weight"]])
     if config.backend != "exact" or config.quantize:
         index.search_vectors(index.vectors[:1], 1)  # build the structure now, so it is saved with the index
     index.save(config.output)
     log.info("wrote %s: %d texts, %d-d vectors of %s", config.output, len(index), index.dim, config.model)
     return {"output": config.output, "texts": len(index), "dim": index.dim}
+
+
+def labelled_queries(path, texts):
+    """(queries, gold ids) of a ``query<TAB>relevant text`` file, the ids being the line numbers of ``texts``;
+    a ConfigError names the file and line of a malformed line or of a text not among ``texts``."""
+    row = {}
+    for i, t in enumerate(texts):
+        row.setdefault(t, i)
+    queries, gold = [], []
+    for n, line in iter_lines(path):
+        parts = line.split("\t")
+        if len(parts) != 2 or not parts[0].strip():
+            raise ConfigError(f"{path}, line {n}: expected 'query<TAB>relevant text', got {line[:80]!r}")
+        if parts[1] not in row:
+            raise ConfigError(f"{path}, line {n}: the relevant text is not a line of the input: {parts[1][:80]!r}")
+        queries.append(parts[0])
+        gold.append(row[parts[1]])
+    if not queries:
+        raise ConfigError(f"{path}: no labelled queries")
+    return queries, gold
 
 
 def build_milvus(config, chunk_size=4096):
@@ -118,7 +149,9 @@ def search(config: SearchConfig):
         if not getattr(index, "filters", False):
             raise ConfigError(f"--filter needs a Milvus index; {config.index} is a {index.backend} index")
         options["filter"] = config.filter
-    return index.search(list(config.query), topk=config.topk, mode=config.mode, weight=config.weight, **options)
+    if config.weight is not None:
+        options["weight"] = config.weight
+    return index.search(list(config.query), topk=config.topk, mode=config.mode, **options)
 
 
 def run(config):

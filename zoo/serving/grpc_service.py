@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import hmac
 import math
 
 from .model import NotFound, RequestError
@@ -18,6 +19,11 @@ def start_grpc(server, port):
 
     def guarded(method):
         def wrapper(self, request, context):
+            if server.api_key and not any(
+                    k == "authorization" and hmac.compare_digest(v.encode(), f"Bearer {server.api_key}".encode())
+                    for k, v in context.invocation_metadata()):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "send the server's key as metadata "
+                                                               "('authorization', 'Bearer KEY')")
             try:
                 return method(self, request, context)
             except RequestError as e:
@@ -32,19 +38,20 @@ def start_grpc(server, port):
     def check_spec(spec):
         if spec.version_label:
             raise RequestError("version labels are not supported; use a version number")
-        server.model.check_model(spec.name, spec.version.value if spec.HasField("version") else None)
+        model = server.served_model(spec.name)
+        model.check_model(spec.name, spec.version.value if spec.HasField("version") else None)
+        return model
 
     class Prediction(prediction_service_pb2_grpc.PredictionServiceServicer):
         @guarded
         def Predict(self, request, context):
-            check_spec(request.model_spec)
+            model = check_spec(request.model_spec)
             arrays = {}
             for key, proto in request.inputs.items():
                 try:
                     arrays[key] = tf.make_ndarray(proto)
                 except Exception as e:  # noqa: BLE001
                     raise RequestError(f"input {key!r}: cannot read the TensorProto ({e})") from None
-            model = server.model
             sig = model.signature(request.model_spec.signature_name)
             remaining = context.time_remaining()  # the client's deadline, if it set one, and the server's own
             out = server.predict(model, sig, arrays, timeout=min(server.request_timeout_s, remaining or math.inf))
@@ -62,10 +69,9 @@ def start_grpc(server, port):
 
         @guarded
         def GetModelMetadata(self, request, context):
-            check_spec(request.model_spec)
+            model = check_spec(request.model_spec)
             if list(request.metadata_field) != ["signature_def"]:
                 raise RequestError("metadata_field must be ['signature_def']")
-            model = server.model
             response = get_model_metadata_pb2.GetModelMetadataResponse()
             response.model_spec.name = model.name
             response.model_spec.version.value = model.version
@@ -78,10 +84,10 @@ def start_grpc(server, port):
     class Models(model_service_pb2_grpc.ModelServiceServicer):
         @guarded
         def GetModelStatus(self, request, context):
-            check_spec(request.model_spec)
+            model = check_spec(request.model_spec)
             response = get_model_status_pb2.GetModelStatusResponse()
             status = response.model_version_status.add()
-            status.version = server.model.version
+            status.version = model.version
             status.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
             return response
 

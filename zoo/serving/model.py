@@ -1,5 +1,6 @@
-"""The served model: a SavedModel version folder, its signatures, input checks and TF Serving's status and
-metadata answers. Protocol-free: REST and gRPC both call ``ServedModel.predict``."""
+"""The served model: a version folder written by ``zoo export`` (a SavedModel, or an ONNX export: the fused graph
+in ONNX Runtime with the tokenizer in Python, behind the same signatures), its signatures, input checks and TF
+Serving's status and metadata answers. Protocol-free: REST and gRPC both call ``ServedModel.predict``."""
 
 from __future__ import annotations
 
@@ -21,19 +22,27 @@ class NotFound(ZooError, LookupError):
     """An unknown model, version, signature or route (HTTP 404, gRPC NOT_FOUND)."""
 
 
+MODEL_FILES = ("saved_model.pb", "model.onnx")  # a SavedModel, or an ONNX export (``zoo export --format onnx``)
+
+
+def _is_export(folder):
+    return any(os.path.exists(os.path.join(folder, f)) for f in MODEL_FILES)
+
+
 def find_version(model_dir):
-    """(version, path) of the SavedModel to serve: ``model_dir`` itself if it holds ``saved_model.pb``
-    (version = its folder name if numeric, else 1), else its highest numeric sub-folder (TF Serving's
-    ``<base>/<name>/<version>`` layout)."""
+    """(version, path) of the export to serve: ``model_dir`` itself if it holds ``saved_model.pb`` or
+    ``model.onnx`` (version = its folder name if numeric, else 1), else its highest numeric sub-folder (TF
+    Serving's ``<base>/<name>/<version>`` layout)."""
     model_dir = os.path.abspath(os.fspath(model_dir))
-    if os.path.exists(os.path.join(model_dir, "saved_model.pb")):
+    if _is_export(model_dir):
         name = os.path.basename(model_dir)
         return (int(name) if name.isdigit() else 1), model_dir
     versions = sorted(int(d) for d in (os.listdir(model_dir) if os.path.isdir(model_dir) else [])
-                      if d.isdigit() and os.path.exists(os.path.join(model_dir, d, "saved_model.pb")))
+                      if d.isdigit() and _is_export(os.path.join(model_dir, d)))
     if not versions:
         raise FileNotFoundError(f"{model_dir}: no SavedModel (expected {model_dir}/saved_model.pb or "
-                                f"{model_dir}/<version>/saved_model.pb, as written by `zoo export`)")
+                                f"{model_dir}/<version>/saved_model.pb, as written by `zoo export`; or model.onnx "
+                                f"from `zoo export --format onnx`)")
     return versions[-1], os.path.join(model_dir, str(versions[-1]))
 
 
@@ -79,6 +88,12 @@ class ServedModel:
         manifest = os.path.join(path, EXPORT_MANIFEST)
         if os.path.exists(manifest):  # written by `zoo export`; TF Serving ignores it
             check_manifest(path, read_json_file(manifest, "an export's manifest").get("files"), EXPORT_MANIFEST)
+        if os.path.exists(os.path.join(path, "model.onnx")) and not os.path.exists(os.path.join(path, "saved_model.pb")):
+            self._module, self.signatures = None, onnx_signatures(path)
+            for sig in self.signatures.values():  # warm-up, and the output shapes for the metadata
+                if sig.strings_in:
+                    sig.warm_up()
+            return
         try:
             self._module = tf.saved_model.load(path)
         except Exception as e:  # noqa: BLE001 -- a damaged saved_model.pb or variables file
@@ -115,6 +130,8 @@ class ServedModel:
         from tensorflow.core.protobuf import saved_model_pb2
 
         self.check_model(name, version)
+        if self._module is None:
+            return {k: sig.signature_def() for k, sig in self.signatures.items()}
         proto = saved_model_pb2.SavedModel()
         with open(os.path.join(self.path, "saved_model.pb"), "rb") as f:
             proto.ParseFromString(f.read())
@@ -161,3 +178,107 @@ def _tf_error_text(message):
     useful = [line for line in lines
               if line and not line.startswith(("Graph execution error", "Detected at node", "<stack", "[["))]
     return (useful or lines or [""])[0]
+
+
+# ----------------------------------------------------------------------------------- ONNX exports
+class OnnxSignature:
+    """A signature of an ONNX export, shaped like ``Signature`` (``inputs``, ``outputs``, ``strings_in``,
+    ``batchable``, and ``fn.structured_outputs`` / ``fn.structured_input_signature`` as TensorSpecs)."""
+
+    def __init__(self, name, inputs, outputs, call, fixed_shapes=True):
+        import tensorflow as tf
+
+        self.name, self.inputs, self.outputs, self._call = name, dict(sorted(inputs.items())), sorted(outputs), call
+        self.strings_in = all(dtype == tf.string for dtype, _ in self.inputs.values())
+        self._shapes = dict(outputs)  # output -> shape past the batch axis (None: unknown until warmed up)
+        self.fixed_shapes = fixed_shapes  # False: outputs [batch, length] (tokenize), never merged by the batcher
+
+    @property
+    def batchable(self):
+        return self.strings_in and self.fixed_shapes and all(s is not None for s in self._shapes.values())
+
+    @property
+    def fn(self):
+        import types
+
+        import tensorflow as tf
+
+        return types.SimpleNamespace(
+            structured_input_signature=((), {k: tf.TensorSpec([None] * rank, dtype, name=k)
+                                             for k, (dtype, rank) in self.inputs.items()}),
+            structured_outputs={k: tf.TensorSpec([None, *(shape or [None])],
+                                                 tf.int32 if k in ID_NAMES else tf.float32, name=k)
+                                for k, shape in self._shapes.items()})
+
+    def warm_up(self):
+        out = self({k: np.array([b"warm up"], object) for k in self.inputs})
+        if self.fixed_shapes:
+            self._shapes = {k: list(v.shape[1:]) for k, v in out.items()}
+
+    def __call__(self, arrays):
+        return self._call(arrays)
+
+    def signature_def(self):
+        """This signature as a TF Serving SignatureDef (for the metadata answers)."""
+        from tensorflow.core.protobuf import meta_graph_pb2
+
+        spec = self.fn
+        proto = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict")
+        for group, specs in ((proto.inputs, spec.structured_input_signature[1]), (proto.outputs, spec.structured_outputs)):
+            for k, s in specs.items():
+                group[k].name = f"{self.name}_{k}:0"
+                group[k].dtype = s.dtype.as_datatype_enum
+                for size in s.shape:
+                    group[k].tensor_shape.dim.add(size=-1 if size is None else size)
+        return proto
+
+
+ID_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+def onnx_signatures(path):
+    """The ``text``, ``ids``, ``tokenize`` and ``serving_default`` (= text) signatures of an ONNX export: the fused
+    graph in ONNX Runtime, the texts tokenized with ``zoo.Tokenizer`` (the ids the SavedModel's graph gives)."""
+    import tensorflow as tf
+
+    from ..inference import new_session, require_onnx
+    from ..tokenizer import Tokenizer
+
+    try:
+        require_onnx()
+    except ImportError as e:
+        raise CheckpointError(f"{path}: an ONNX export; {e}") from None
+    manifest = read_json_file(os.path.join(path, EXPORT_MANIFEST), "an ONNX export's manifest")
+    try:
+        session = new_session(os.path.join(path, "model.onnx"))
+        tokenizer = Tokenizer.from_preset(path)
+        text_inputs, output, maxlen = list(manifest["text_inputs"]), manifest["output"], int(manifest["maxlen"])
+        limits = {"token_ids": int(manifest["vocabulary_size"]), "segment_ids": int(manifest["num_segments"]),
+                  "padding_mask": 2}
+        max_positions = int(manifest["max_positions"])
+    except Exception as e:  # noqa: BLE001 -- a damaged graph, tokenizer or manifest
+        raise CheckpointError(f"{path}: cannot load the ONNX export ({type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0][:300]})") from None
+
+    def tokenize(arrays):
+        texts = [[v.decode("utf-8") for v in arrays[k]] for k in text_inputs]
+        return tokenizer(texts[0], texts[1] if len(texts) > 1 else None, maxlen=maxlen)
+
+    def from_ids(arrays):
+        ids = {k: np.asarray(arrays[k]) for k in ID_NAMES}
+        if len({v.shape for v in ids.values()}) != 1:
+            raise RequestError(f"token_ids, segment_ids and padding_mask must have one shape, got "
+                               f"{[list(v.shape) for v in ids.values()]}")
+        if ids["token_ids"].shape[1] > max_positions:
+            raise RequestError(f"rows of {ids['token_ids'].shape[1]} tokens; the model has {max_positions} positions")
+        for k, limit in limits.items():
+            bad = ids[k][(ids[k] < 0) | (ids[k] >= limit)]
+            if bad.size:
+                raise RequestError(f"the model rejected the input: {k} value {int(bad[0])} is not in [0, {limit})")
+        return {output: session.run(None, {k: v.astype("int32") for k, v in ids.items()})[0]}
+
+    strings = {k: (tf.string, 1) for k in text_inputs}
+    return {name: OnnxSignature(name, strings, {output: None}, lambda arrays: from_ids(tokenize(arrays)))
+            for name in ("text", "serving_default")} | {
+        "ids": OnnxSignature("ids", {k: (tf.int32, 2) for k in ID_NAMES}, {output: None}, from_ids),
+        "tokenize": OnnxSignature("tokenize", strings, {k: [None] for k in ID_NAMES}, tokenize, fixed_shapes=False)}

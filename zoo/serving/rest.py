@@ -4,6 +4,7 @@ columnar (``inputs``) formats, and errors as JSON with TF Serving's status codes
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import re
 
@@ -108,11 +109,26 @@ def json_column(key, values, dtype):
     return a.astype(np.int64) if a.size else a.astype(np.int64).reshape(len(values), 0)
 
 
+def authorized(server, request):
+    """True when the server has no API key, or the request carries it as ``Authorization: Bearer KEY``."""
+    if not server.api_key:
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), server.api_key.encode())
+
+
+UNAUTHORIZED = "Incorrect API key provided: send the server's key as 'Authorization: Bearer KEY'"
+
+
 def build_app(server):
-    """The Starlette application of a ``ModelServer``: one catch-all route dispatching on TF Serving's paths."""
+    """The Starlette application of a ``ModelServer``: the OpenAI, rerank, search and paraphrase routes
+    (``serving.apis``), the web page at ``/`` with ``ui``, and a catch-all route dispatching on TF Serving's
+    paths."""
     from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
+    from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
+
+    from . import apis
 
     async def read_body(request):
         length = request.headers.get("content-length")
@@ -125,17 +141,65 @@ def build_app(server):
         except asyncio.TimeoutError:
             raise BodyError(408, f"the request body did not arrive within {server.request_timeout_s:g} s") from None
 
+    def logged(request, code):
+        if server.verbose:
+            log.info("%s %s %s -> %d", request.client.host if request.client else "-", request.method,
+                     request.url.path, code)
+
+    def api_route(handler, method, shape):
+        """A JSON API route: key check, body limits, JSON object, ``handler(server, body)``, errors in ``shape``
+        ("openai" or "tei"; text-embeddings-inference answers a bad request with 422)."""
+        error_body = apis.openai_error if shape == "openai" else lambda status, message, *_: apis.tei_error(
+            status, message)
+
+        async def endpoint(request):
+            code, headers = 200, {}
+            try:
+                if not authorized(server, request):
+                    raise apis.ApiError(401, UNAUTHORIZED, code="invalid_api_key")
+                if request.method != method:
+                    raise apis.ApiError(405, f"{request.method} {request.url.path}: use {method}")
+                body = None
+                if method == "POST":
+                    raw = await read_body(request)
+                    try:
+                        body = json.loads(raw)
+                    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                        raise apis.ApiError(400, f"malformed JSON: {e}") from None
+                try:
+                    reply = await asyncio.wait_for(handler(server, body), server.request_timeout_s)
+                except asyncio.TimeoutError:
+                    raise apis.ApiError(503, f"the model did not answer within {server.request_timeout_s:g} s "
+                                             f"(server overloaded?); try again") from None
+                except (RequestError, NotFound) as e:
+                    raise apis.as_api_error(e) from None
+            except apis.ApiError as e:
+                code = 422 if shape == "tei" and e.status == 400 else e.status
+                reply = error_body(code, str(e), e.param, e.code)
+            except BodyError as e:
+                code, reply, headers = e.code, error_body(e.code, str(e)), {"connection": "close"}
+            except Exception as e:  # noqa: BLE001 (a server bug must not stop the server)
+                log.exception("error while serving %s %s", request.method, request.url.path)
+                code, reply = 500, error_body(500, f"internal error: {type(e).__name__}: {e}")
+            logged(request, code)
+            return JSONResponse(reply, status_code=code, headers=headers)
+
+        return endpoint
+
     async def handle(request):
         method, path, code, headers = request.method, request.url.path, 200, {}
         try:
+            if not authorized(server, request):
+                raise BodyError(401, UNAUTHORIZED)
             body = await read_body(request) if method == "POST" else b""
             match = ROUTE.match(path)
             if not match:
-                raise NotFound(f"no such route: {method} {path} (use /v1/models/<name>[:predict])")
+                raise NotFound(f"no such route: {method} {path} (use /v1/models/<name>[:predict], /v1/embeddings, "
+                               f"/rerank, /v1/search)")
             name, version, predict, metadata = match.groups()
             if bool(predict) != (method == "POST"):
                 raise NotFound(f"{method} {path}: use POST for :predict and GET for status/metadata")
-            model = server.model
+            model = server.served_model(name)
             model.check_model(name, version)
             if predict:
                 sig, arrays, row_format = parse_predict(model, body)
@@ -166,8 +230,23 @@ def build_app(server):
         except Exception as e:  # noqa: BLE001 (a server bug must not stop the server)
             log.exception("error while serving %s %s", method, path)
             code, reply = 500, {"error": f"internal error: {type(e).__name__}: {e}"}
-        if server.verbose:
-            log.info("%s %s %s -> %d", request.client.host if request.client else "-", method, path, code)
+        logged(request, code)
         return JSONResponse(reply, status_code=code, headers=headers)
 
-    return Starlette(routes=[Route("/{path:path}", handle, methods=["GET", "POST"])])
+    async def models(server, _):
+        return apis.list_models(server)
+
+    async def page(request):
+        from .ui import PAGE
+
+        return HTMLResponse(PAGE)
+
+    both = ["GET", "POST"]
+    routes = [Route("/v1/embeddings", api_route(apis.embeddings, "POST", "openai"), methods=both),
+              Route("/v1/models", api_route(models, "GET", "openai"), methods=both),
+              Route("/v1/search", api_route(apis.search, "POST", "openai"), methods=both),
+              Route("/v1/paraphrases", api_route(apis.paraphrases, "POST", "openai"), methods=both),
+              Route("/rerank", api_route(apis.rerank, "POST", "tei"), methods=both)]
+    if server.ui:
+        routes.append(Route("/", page, methods=["GET"]))
+    return Starlette(routes=routes + [Route("/{path:path}", handle, methods=both)])

@@ -1,41 +1,54 @@
-"""``ModelServer``: one exported model served over TF Serving's REST API (uvicorn) and, optionally, gRPC."""
+"""``ModelServer``: exported models over TF Serving's REST API (uvicorn) and, optionally, gRPC; next to it the
+OpenAI embeddings, rerank, search and paraphrase APIs of ``serving.apis`` and the web page of ``serving.ui``."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
 import threading
 
 from ..logs import log
 from .batcher import Batcher
-from .model import ServedModel, find_version
+from .model import NotFound
 
 
 class ModelServer:
-    """TF Serving-compatible REST (and optionally gRPC) server for one exported model.
+    """TF Serving-compatible REST (and optionally gRPC) server for exported models, which also speaks OpenAI's
+    embeddings API, text-embeddings-inference's rerank API and zoo's search and paraphrase APIs.
 
-    ``model_dir``: a SavedModel folder or ``<base>/<name>`` with numeric versions (the highest is served).
+    ``model_dir``: a SavedModel folder or ``<base>/<name>`` with numeric versions (the highest is served), served
+    as ``name``; ``models``: more {name: folder} served side by side (a folder that is not an export, such as a
+    zoo preset or run folder, is served with Keras: not over TF Serving's APIs, but a SimBERT then also writes
+    paraphrases). ``index``: a folder written by ``SemanticIndex.save`` (or ``zoo index build``) answered at
+    ``/v1/search`` with the served sentence encoder ``index_model`` (default: the first). ``api_key``: a bearer
+    token every request must carry (401 otherwise). ``ui``: the web page at ``/``. ``threshold``: the cosine at or
+    above which the page calls two texts the same (default: what the model's folder records, if anything).
     ``port`` / ``grpc_port``: 0 picks a free port (read ``rest_port`` / ``grpc_port`` after ``start``);
     ``grpc_port=None`` disables gRPC. Limits: ``max_request_batch`` rows per request, ``max_chars``
     characters per text, ``max_body_bytes`` per request; ``request_timeout_s`` for a body to arrive and for
-    the model to answer (HTTP 408 / 503, gRPC DEADLINE_EXCEEDED past the client's own deadline). Like TF Serving, a ``<base>/<name>`` folder is watched
-    every ``poll_seconds`` (0: never): a new, higher version is loaded and checked in the background and then
-    served; requests in flight finish on the version they started on; a version that fails to load is logged
-    and the current one kept.
+    the model to answer (HTTP 408 / 503, gRPC DEADLINE_EXCEEDED past the client's own deadline). Like TF Serving,
+    a ``<base>/<name>`` folder is watched every ``poll_seconds`` (0: never): a new, higher version is loaded and
+    checked in the background and then served; requests in flight finish on the version they started on; a version
+    that fails to load is logged and the current one kept.
 
     >>> with ModelServer("exported/default", port=0) as server:
     ...     server.url                      # http://127.0.0.1:<port>/v1/models/default
     """
 
-    def __init__(self, model_dir, name="default", host="127.0.0.1", port=8501, grpc_port=None,
+    def __init__(self, model_dir=None, name="default", host="127.0.0.1", port=8501, grpc_port=None,
                  max_batch_size=64, batch_timeout_ms=2.0, max_request_batch=256, max_chars=4096,
-                 max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0, request_timeout_s=30.0):
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise ValueError(f"model name {name!r}: use letters, digits, '_', '-', '.'")
-        self.name, self.host, self.model_dir = name, host, model_dir
-        self.version, self.path = find_version(model_dir)
+                 max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0, request_timeout_s=30.0, models=None,
+                 index=None, index_model=None, api_key=None, ui=False, threshold=None):
+        sources = ({name: model_dir} if model_dir is not None else {}) | dict(models or {})
+        if not sources:
+            raise ValueError("nothing to serve: give model_dir or models={name: folder}")
+        for n in sources:
+            if not isinstance(n, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", n):
+                raise ValueError(f"model name {n!r}: use letters, digits, '_', '-', '.'")
+        self.sources, self.host = sources, host
+        self.index_dir, self.index_model, self.api_key, self.ui = index, index_model, api_key, ui
+        self.threshold = threshold
         self.poll_seconds, self.request_timeout_s = poll_seconds, request_timeout_s
         self._watching = None
         self._ports = (port, grpc_port)
@@ -43,7 +56,43 @@ class ModelServer:
         self.max_request_batch, self.max_chars, self.max_body_bytes = max_request_batch, max_chars, max_body_bytes
         self.max_batch_size, self.batch_timeout_s = max_batch_size, batch_timeout_ms / 1000
         self.verbose = verbose
-        self.model, self._uvicorn, self._rest_thread, self._grpc, self._batcher = None, None, None, None, None
+        self.engines, self.index, self.index_engine = {}, None, None
+        self._index_lock = threading.Lock()
+        self._uvicorn, self._rest_thread, self._grpc, self._batcher = None, None, None, None
+        self.name = next(iter(sources))
+
+    # ------------------------------------------------------------------ the served models
+    @property
+    def first(self):
+        return self.engines[self.name]
+
+    @property
+    def model(self):
+        """The first served name's loaded SavedModel version (None before start, or for a preset)."""
+        from .engines import ExportedEngine
+
+        engine = self.engines.get(self.name)
+        return engine.model if isinstance(engine, ExportedEngine) else None
+
+    @property
+    def version(self):
+        return getattr(self.first, "version", None)
+
+    @property
+    def path(self):
+        return getattr(self.first, "path", self.first.source)
+
+    def served_model(self, name):
+        """The loaded SavedModel served as ``name`` (TF Serving's APIs); NotFound otherwise."""
+        from .engines import ExportedEngine
+
+        engine = self.engines.get(name)
+        if engine is None:
+            raise NotFound(f"Servable not found for request: model {name!r} (this server has {sorted(self.engines)})")
+        if not isinstance(engine, ExportedEngine):
+            raise NotFound(f"model {name!r} is served from {engine.source} with Keras; TF Serving's APIs serve "
+                           f"exports (`zoo export`), use /v1/embeddings or /rerank for it")
+        return engine.model
 
     # ------------------------------------------------------------------ life cycle
     def start(self):
@@ -53,15 +102,24 @@ class ModelServer:
         except BaseException:
             self.stop()
             raise
-        log.info("serving %s version %d from %s on %s", self.name, self.version, self.path, self.url)
+        for name, engine in self.engines.items():
+            log.info("serving %s (%s%s) from %s on %s", name, engine.kind,
+                     f", version {engine.version}" if getattr(engine, "version", None) else "", engine.source,
+                     self.url.replace(f"/models/{self.name}", f"/models/{name}"))
         return self
 
     def _start(self):
         import uvicorn
 
+        from .engines import ExportedEngine, engine_for
         from .rest import build_app
 
-        self.model = ServedModel(self.name, self.version, self.path, self.max_request_batch, self.max_chars)
+        thresholds = {"given": float(self.threshold)} if self.threshold is not None else None
+        for name, source in self.sources.items():
+            engine = engine_for(self, name, source, thresholds)
+            self.engines[name] = engine.load() if isinstance(engine, ExportedEngine) else engine
+        if self.index_dir is not None:
+            self._load_index()
         self._batcher = Batcher(self.max_batch_size, self.batch_timeout_s)
         # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP; without it each
         # response's header and body writes hit the 40 ms Nagle / delayed-ACK stall
@@ -84,31 +142,43 @@ class ModelServer:
             from .grpc_service import start_grpc
 
             self._grpc, self.grpc_port = start_grpc(self, self._ports[1])
-        if self.poll_seconds and os.path.abspath(os.fspath(self.model_dir)) != self.path:  # a <base>/<name> folder
+        watched = [e for e in self.engines.values() if isinstance(e, ExportedEngine) and e.watched]
+        if self.poll_seconds and watched:
             self._watching = threading.Event()
-            threading.Thread(target=self._watch_versions, args=(self._watching,), name="zoo-versions",
+            threading.Thread(target=self._watch_versions, args=(self._watching, watched), name="zoo-versions",
                              daemon=True).start()
 
-    def _watch_versions(self, stop):
+    def _load_index(self):
+        """The index of ``--index`` and the served encoder that embeds its queries (``index_model``, default the
+        first sentence encoder); refused when their dimensions differ."""
+        from ..errors import ConfigError
+        from ..retrieval import SemanticIndex
+        from .engines import EMBEDDING
+
+        encoders = [n for n, e in self.engines.items() if e.kind == EMBEDDING]
+        name = self.index_model or (encoders[0] if encoders else None)
+        if name is not None and name not in encoders:
+            raise ConfigError(f"--index-model {name!r} is not a served sentence encoder (those: {encoders})")
+        self.index = SemanticIndex.load(self.index_dir)
+        self.index_engine = self.engines[name] if name is not None else None
+        if self.index_engine is not None and self.index_engine.dim != self.index.dim:
+            raise ConfigError(f"{self.index_dir} holds {self.index.dim}-d vectors"
+                              f"{' of ' + self.index.model if self.index.model else ''}; model {name!r} gives "
+                              f"{self.index_engine.dim}-d vectors: serve the model the index was built with")
+
+    def search_index(self, query, topk, mode, weight, vectors, options):
+        """[(id, text, score)] of the loaded index for one query (one search at a time)."""
+        if mode != "lexical" and vectors is None:
+            raise ValueError("dense and hybrid search need a served sentence encoder")
+        with self._index_lock:
+            return self.index.search([query], topk=topk, mode=mode, weight=weight, query_vectors=vectors,
+                                     return_ids=True, **options)[0]
+
+    def _watch_versions(self, stop, engines):
         """Load each new, higher version as it appears; keep serving the current one when it fails to load."""
-        reported = set()
         while not stop.wait(self.poll_seconds):
-            try:
-                version, path = find_version(self.model_dir)
-            except FileNotFoundError:
-                continue
-            if version <= self.version:
-                continue
-            try:
-                model = ServedModel(self.name, version, path, self.max_request_batch, self.max_chars)
-            except Exception as e:  # noqa: BLE001 -- a half-copied or damaged version: retried at the next poll
-                if version not in reported:
-                    log.error("version %d at %s does not load; still serving version %d: %s", version, path,
-                              self.version, e)
-                    reported.add(version)
-                continue
-            self.model, self.version, self.path = model, version, path  # new requests go to the new version
-            log.info("now serving %s version %d from %s", self.name, version, path)
+            for engine in engines:
+                engine.reload()
 
     def stop(self):
         """Stop accepting, finish the requests in flight, then stop."""
@@ -140,6 +210,11 @@ class ModelServer:
     @property
     def url(self):
         return f"http://{self.host}:{self.rest_port}/v1/models/{self.name}"
+
+    @property
+    def base_url(self):
+        """Where the OpenAI-compatible client points (``.../v1``)."""
+        return f"http://{self.host}:{self.rest_port}/v1"
 
     # ------------------------------------------------------------------ predictions
     def predict(self, model, sig, arrays, timeout=None):

@@ -1,0 +1,147 @@
+"""``zoo encode --engine ray``: the encode job's chunks embedded on a Ray cluster (a local one by default,
+``--address`` to join an existing one), with Ray Data: a dataset of the chunks not yet done, ``map_batches`` on an
+actor pool of ``--processes`` actors, each loading one copy of the model and reading its chunks' lines itself.
+
+The driver finds each chunk's byte offset in one pass over the file, then writes each embedded chunk to its rows of
+the work folder as it arrives and records it as done, exactly as the local workers of ``zoo.jobs.encode`` do: the
+same .npy and JSON come out, and a killed run resumes (with either engine). Chunks are read by offset rather than
+with ``ray.data.read_text``, which splits lines on every Unicode line break (U+2028, form feed, ...) where zoo splits
+on newlines only, and reads a whole file as one block. Every node must see the input file and the model at the same
+paths (a shared file system); the driver alone writes the output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from ..data import open_binary
+from ..errors import DataError, ZooError
+from ..logs import log
+from ..vectors import quantize_embeddings
+
+
+def chunk_offsets(path, chunk_size):
+    """Byte offset of the first line of each ``chunk_size``-line chunk (of the decompressed text for .gz)."""
+    offsets, position = [], 0
+    with open_binary(path) as f:
+        for number, raw in enumerate(f):
+            if number % chunk_size == 0:
+                offsets.append(position)
+            position += len(raw)
+    return offsets
+
+
+def read_chunk(path, offset, start, count, column=None):
+    """``count`` lines from byte ``offset`` (line ``start``, 0-based), decoded as ``zoo.data.iter_lines`` does."""
+    texts = []
+    with open_binary(path) as f:
+        f.seek(offset)
+        for k in range(count):
+            raw, number = f.readline(), start + k + 1
+            try:
+                text = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+            if column is not None:
+                fields = text.split("\t")
+                if len(fields) < column:
+                    raise DataError(f"{path}, line {number}: {len(fields)} TAB-separated field(s), no column {column}")
+                text = fields[column - 1]
+            texts.append(text)
+    return texts
+
+
+class ChunkEncoder:
+    """A Ray actor: one model copy (``load(config)``); a batch of chunk descriptions -> their rows (stored dtype)
+    as bytes, embedded with ``embed(model, texts, config)`` (the encode job's own functions)."""
+
+    def __init__(self, config, scales, threads, load, embed):
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        self.config, self.scales, self.embed, self.model = config, scales, embed, load(config)
+
+    def __call__(self, batch):
+        out = []
+        for chunk, offset, start, count in zip(batch["chunk"], batch["offset"], batch["start"], batch["count"]):
+            texts = read_chunk(self.config.input, int(offset), int(start), int(count), self.config.column)
+            rows = quantize_embeddings(self.embed(self.model, texts, self.config), self.config.dtype, self.scales)
+            out.append(np.ascontiguousarray(rows).tobytes())
+        return {"chunk": batch["chunk"], "start": batch["start"], "rows": np.array(out, dtype=object)}
+
+
+def connect(address=None):
+    """ray.init: a new local cluster, or the cluster at ``address`` ("auto": the one this node belongs to); an
+    already connected process keeps its connection."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    return ray
+
+
+def encode_chunks(config, work, meta, done, load, embed, on_chunk=None):
+    """Embed every chunk of ``config.input`` not in ``done`` on Ray (``load`` and ``embed``: the encode job's
+    functions, run in the actors), writing rows into ``work/vectors.npy`` and appending chunk numbers to
+    ``work/done-ray.txt``."""
+    import ray
+
+    connect(config.address)
+    lines, size = meta["lines"], config.chunk_size
+    offsets = chunk_offsets(config.input, size)
+    todo = [{"chunk": c, "offset": o, "start": c * size, "count": min(size, lines - c * size)}
+            for c, o in enumerate(offsets) if c not in done]
+    if not todo:
+        return
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    per_actor = max(1, cpus // config.processes)
+    scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
+    log.info("ray: %d chunks on %d actors (%d CPU each, cluster of %d CPUs)", len(todo), config.processes, per_actor,
+             cpus)
+    dataset = ray.data.from_items(todo).map_batches(
+        ChunkEncoder, fn_constructor_args=(config, scales, per_actor, load, embed), batch_size=1, batch_format="numpy",
+        concurrency=config.processes, num_cpus=per_actor)
+    path = os.path.join(work, "vectors.npy")
+    with open(path, "rb") as f:
+        np.lib.format.read_magic(f)
+        np.lib.format.read_array_header_1_0(f)
+        header = f.tell()
+    row_bytes = meta["shape"][1] * np.dtype(meta["stored_dtype"]).itemsize
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        with open(os.path.join(work, "done-ray.txt"), "a", encoding="utf-8") as done_file:
+            for batch in dataset.iter_batches(batch_size=1, batch_format="numpy"):
+                for chunk, start, rows in zip(batch["chunk"], batch["start"], batch["rows"]):
+                    os.pwrite(fd, rows, header + int(start) * row_bytes)
+                    os.fsync(fd)
+                    done_file.write(f"{int(chunk)}\n")
+                    done_file.flush()
+                    os.fsync(done_file.fileno())
+                    if on_chunk is not None:
+                        on_chunk(len(rows) // row_bytes)
+    except Exception as e:  # noqa: BLE001 -- a DataError or ConfigError raised in an actor: say it plainly
+        cause = _zoo_error(e)
+        if cause is not None:
+            raise cause from None
+        if isinstance(e, ray.exceptions.RayError):
+            raise ZooError(f"ray: encoding failed ({str(e).strip().splitlines()[-1]}); finished chunks are kept in "
+                           f"{work}: rerun the same command to resume") from None
+        raise
+    finally:
+        os.close(fd)
+
+
+def _zoo_error(error):
+    """The ZooError an actor raised, from the error Ray raises in the driver (a wrapper whose text holds the actor's
+    traceback: "zoo.errors.DataError: file, line N: ...")."""
+    from .. import errors
+
+    if isinstance(error, errors.ZooError):
+        return error
+    found = re.findall(r"^zoo\.errors\.(\w+): (.+)$", str(error), flags=re.MULTILINE)
+    if found and isinstance(getattr(errors, found[-1][0], None), type):
+        return getattr(errors, found[-1][0])(found[-1][1])
+    return None

@@ -1,0 +1,340 @@
+"""Milvus as a ``SemanticIndex`` backend (pymilvus): Milvus Lite, the embedded engine, for a local file, and the
+same code against a Milvus server or cluster by URI.
+
+>>> index = SemanticIndex(encoder, backend="milvus", uri="corpus.db", collection="faq")   # or "http://HOST:19530"
+>>> index.add(texts, ids=ids, metadata=[{"lang": "zh"}, ...])
+>>> index.search("怎么开通花呗", topk=5, mode="hybrid", filter="lang == 'zh'")
+
+A collection holds per entry: ``pk`` (the id, JSON-encoded: ints and strings both round-trip), ``text``,
+``vector`` (L2-normalised, inner product = cosine), ``terms`` (zoo's BM25 terms, ``retrieval.lexical_terms``, each
+written as the hex of its UTF-8 bytes so that any Milvus analyzer keeps it whole) with Milvus' BM25 function
+filling ``sparse``, and the metadata fields (dynamic fields, for filter expressions). Where the engine has no BM25
+function, the collection is made without it and lexical search runs zoo's BM25 (bm25s) over the collection's
+texts. The collection records zoo's settings (model, dimension, terms) in its ``zoo`` property; opening it with
+another model or dimension is refused, naming the collection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .errors import CheckpointError, ConfigError, DataError
+from .paths import atomic_dir, read_json_file
+from .retrieval import INDEX_FILE, LEXICAL_TERMS, SEARCH_MODES, fuse, lexical_terms
+from .vectors import normalize_rows
+
+MAX_ID_BYTES = 1024
+MAX_TEXT_BYTES = 65_535  # Milvus' VARCHAR limit
+INSERT_ROWS = 1000  # rows per insert request
+RESERVED = ("pk", "text", "terms", "vector", "sparse")
+
+
+def _terms(text, lexical):
+    return " ".join(t.encode("utf-8").hex() for t in lexical_terms(text, lexical))
+
+
+def _pk(i):
+    if isinstance(i, np.generic):
+        i = i.item()
+    if not isinstance(i, (int, str)) or isinstance(i, bool):
+        raise ValueError(f"ids must be ints or strings, got {i!r}")
+    return json.dumps(i, ensure_ascii=False)
+
+
+def _local(uri):
+    return "://" not in uri
+
+
+class MilvusIndex:
+    """``SemanticIndex``'s API on a Milvus collection (see the module's doc). ``uri``: a local file for Milvus Lite
+    (``*.db``) or a server's address; ``token``: its credentials ("user:password" or an API key; default: the
+    ``MILVUS_TOKEN`` environment variable); ``index_type``: the vector index (default FLAT, exact, for a local
+    file; AUTOINDEX on a server)."""
+
+    filters = True  # search takes filter expressions on the metadata
+
+    def __init__(self, encoder=None, dim=None, uri="zoo.db", collection="zoo", model=None, lexical="bigram",
+                 token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", **ignored):
+        from pymilvus import MilvusClient
+
+        if lexical not in LEXICAL_TERMS:
+            raise ValueError(f"lexical must be one of {LEXICAL_TERMS}, got {lexical!r}")
+        if encoder is None and dim is None:
+            from .paths import DEFAULT_ENCODER
+            from .presets import load_saved
+
+            encoder, model = load_saved(DEFAULT_ENCODER), DEFAULT_ENCODER
+        self.encoder, self.model, self.lexical, self.collection = encoder, model, lexical, collection
+        self.dim = int(dim or encoder.dim)
+        if encoder is not None and getattr(encoder, "dim", self.dim) != self.dim:
+            raise ConfigError(f"Milvus collection {collection!r} at {uri} holds {self.dim}-d vectors"
+                              f"{' of ' + model if model else ''}; the encoder gives {encoder.dim}-d vectors: "
+                              f"search it with the model it was built with")
+        self.hybrid_weight, self.fusion = hybrid_weight, fusion
+        self.uri = os.path.abspath(uri) if _local(str(uri)) else str(uri)
+        self.index_type = index_type or ("FLAT" if _local(self.uri) else "AUTOINDEX")
+        self.backend = "milvus"
+        self.client = MilvusClient(self.uri, token=token if token is not None else os.environ.get("MILVUS_TOKEN", ""))
+        self._bm25 = None  # zoo's BM25 over the collection, where the engine has none
+        if self.client.has_collection(collection):
+            self._check_collection()
+        else:
+            self._create()
+        self.client.load_collection(collection)
+
+    # ------------------------------------------------------------------ the collection
+    def _where(self):
+        return f"Milvus collection {self.collection!r} at {self.uri}"
+
+    def _check_collection(self):
+        described = self.client.describe_collection(self.collection)
+        try:
+            recorded = json.loads((described.get("properties") or {}).get("zoo", "{}"))
+        except ValueError:
+            recorded = {}
+        vector = next((f for f in described["fields"] if f["name"] == "vector"), None)
+        dim = int(vector["params"]["dim"]) if vector else recorded.get("dim")
+        if vector is None or "pk" not in {f["name"] for f in described["fields"]}:
+            raise CheckpointError(f"{self._where()} was not made by zoo (no 'pk' and 'vector' fields): choose "
+                                  f"another collection")
+        if dim != self.dim:
+            of = f" of {recorded['model']}" if recorded.get("model") else ""
+            raise ConfigError(f"{self._where()} holds {dim}-d vectors{of}; this encoder gives {self.dim}-d vectors: "
+                              f"use the model it was built with or another collection")
+        if recorded.get("model") and self.model and recorded["model"] != self.model:
+            raise ConfigError(f"{self._where()} holds vectors of model {recorded['model']!r}, not {self.model!r}: use "
+                              f"that model or another collection")
+        if recorded.get("lexical", self.lexical) != self.lexical:
+            raise ConfigError(f"{self._where()} holds {recorded['lexical']} BM25 terms, not {self.lexical}")
+        self.model = self.model or recorded.get("model")
+        self.engine_bm25 = bool(described.get("functions"))
+
+    def _create(self):
+        from pymilvus import DataType, Function, FunctionType, MilvusException
+
+        def schema(bm25):
+            s = self.client.create_schema(auto_id=False, enable_dynamic_field=True)
+            s.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=MAX_ID_BYTES)
+            s.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES)
+            s.add_field("terms", DataType.VARCHAR, max_length=MAX_TEXT_BYTES, enable_analyzer=bm25)
+            s.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
+            params = self.client.prepare_index_params()
+            params.add_index("vector", index_type=self.index_type, metric_type="IP")
+            if bm25:
+                s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+                s.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"],
+                                        output_field_names=["sparse"]))
+                params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+            return s, params
+
+        try:
+            s, params = schema(True)
+            self.client.create_collection(self.collection, schema=s, index_params=params, consistency_level="Strong")
+            self.engine_bm25 = True
+        except MilvusException as e:  # an engine without BM25 functions (Milvus < 2.5)
+            from .logs import log
+
+            log.info("%s: no BM25 function (%s); lexical search runs zoo's BM25", self._where(), e)
+            s, params = schema(False)
+            self.client.create_collection(self.collection, schema=s, index_params=params, consistency_level="Strong")
+            self.engine_bm25 = False
+        self.client.alter_collection_properties(self.collection, properties={"zoo": json.dumps(
+            {"model": self.model, "dim": self.dim, "lexical": self.lexical})})
+
+    def settings(self):
+        return {"backend": "milvus", "uri": self.uri, "collection": self.collection, "dim": self.dim,
+                "model": self.model, "lexical": self.lexical, "index_type": self.index_type,
+                "hybrid_weight": self.hybrid_weight, "fusion": self.fusion}
+
+    def __len__(self):
+        rows = self.client.query(self.collection, filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"])
+
+    # ------------------------------------------------------------------ writing
+    def existing(self, ids):
+        """The ids of ``ids`` already in the collection."""
+        found = set()
+        keys = [_pk(i) for i in ids]
+        for start in range(0, len(keys), INSERT_ROWS):
+            found |= {r["pk"] for r in self.client.get(self.collection, ids=keys[start:start + INSERT_ROWS],
+                                                       output_fields=["pk"])}
+        return [i for i, k in zip(ids, keys) if k in found]
+
+    def _rows(self, texts, vectors, ids, metadata, batch_size):
+        if texts is None:
+            raise ValueError("a Milvus index stores texts: add() needs texts (and optionally their vectors)")
+        texts = list(texts)
+        if vectors is None:
+            if self.encoder is None:
+                raise ValueError("this index has no encoder: pass vectors")
+            vectors = self.encoder.encode(texts, batch_size=batch_size)
+        vectors = normalize_rows(np.atleast_2d(np.asarray(vectors, dtype="float32")))
+        if vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")
+        if len(texts) != len(vectors):
+            raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
+        if ids is None:
+            raise ValueError("a Milvus index needs ids (ints or strings) for what it adds")
+        ids = list(ids)
+        if len(ids) != len(texts):
+            raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
+        metadata = [{}] * len(texts) if metadata is None else list(metadata)
+        if len(metadata) != len(texts):
+            raise ValueError(f"{len(metadata)} metadata rows but {len(texts)} texts")
+        rows = []
+        for n, (i, text, vector, meta) in enumerate(zip(ids, texts, vectors, metadata)):
+            if not isinstance(meta, dict) or set(meta) & set(RESERVED):
+                raise DataError(f"metadata of row {n} (id {i!r}) must be an object without the fields {RESERVED}")
+            if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+                raise DataError(f"text of row {n} (id {i!r}) has {len(text.encode('utf-8'))} UTF-8 bytes; Milvus "
+                                f"stores at most {MAX_TEXT_BYTES}")
+            pk = _pk(i)
+            if len(pk.encode("utf-8")) > MAX_ID_BYTES:
+                raise DataError(f"id of row {n} is longer than {MAX_ID_BYTES} bytes")
+            rows.append({**meta, "pk": pk, "text": text, "terms": _terms(text, self.lexical),
+                         "vector": vector.tolist()})
+        return rows
+
+    def add(self, texts=None, vectors=None, ids=None, metadata=None, batch_size=64):
+        """Add texts with ``ids`` (required) and optional ``metadata`` (one dict a row: filterable fields); an id
+        already in the collection is refused (use ``upsert``)."""
+        keys = [_pk(i) for i in (ids or [])]
+        if len(set(keys)) != len(keys):
+            raise ValueError("ids must be unique within one add()")
+        present = self.existing(list(ids or []))
+        if present:
+            raise ValueError(f"id {present[0]!r} is already in the index (ids must be unique; remove it first, or "
+                             f"upsert)")
+        return self._write("insert", self._rows(texts, vectors, ids, metadata, batch_size))
+
+    def upsert(self, texts=None, vectors=None, ids=None, metadata=None, batch_size=64):
+        """Add or replace the entries with these ids."""
+        return self._write("upsert", self._rows(texts, vectors, ids, metadata, batch_size))
+
+    def _write(self, how, rows):
+        for start in range(0, len(rows), INSERT_ROWS):
+            getattr(self.client, how)(self.collection, rows[start:start + INSERT_ROWS])
+        self._bm25 = None
+        return self
+
+    def remove(self, ids):
+        """Remove the entries with these ids (KeyError names an unknown one)."""
+        ids = list(ids)
+        present = set(map(_pk, self.existing(ids)))
+        missing = [i for i in ids if _pk(i) not in present]
+        if missing:
+            raise KeyError(f"id {missing[0]!r} is not in the index")
+        self.client.delete(self.collection, ids=[_pk(i) for i in ids])
+        self._bm25 = None
+        return self
+
+    # ------------------------------------------------------------------ searching
+    def _query_vectors(self, texts, batch_size, query_vectors):
+        if query_vectors is not None:
+            vectors = normalize_rows(np.atleast_2d(np.asarray(query_vectors, dtype="float32")))
+        elif self.encoder is None:
+            raise ValueError("this index has no encoder: search with query_vectors")
+        else:
+            vectors = normalize_rows(np.atleast_2d(self.encoder.encode(list(texts), batch_size=batch_size)))
+        if vectors.shape[1] != self.dim:
+            raise ValueError(f"queries have dimension {vectors.shape[1]}, the index {self.dim}")
+        return vectors
+
+    def _dense(self, vectors, k, filter):
+        answers = self.client.search(self.collection, data=[v.tolist() for v in vectors], anns_field="vector",
+                                     limit=k, filter=filter or "", output_fields=["text"],
+                                     search_params={"metric_type": "IP"})
+        return [[(json.loads(h["pk"]), h["entity"]["text"], float(h["distance"])) for h in hits] for hits in answers]
+
+    def _lexical(self, texts, k, filter):
+        if not self.engine_bm25:
+            return self._zoo_bm25(texts, k, filter)
+        terms = [_terms(t, self.lexical) for t in texts]
+        answers = [[] if not t else self.client.search(
+            self.collection, data=[t], anns_field="sparse", limit=k, filter=filter or "", output_fields=["text"],
+            search_params={"metric_type": "BM25"})[0] for t in terms]
+        # BM25 scores are >= 0 (Milvus Lite reports them negated, best first)
+        return [[(json.loads(h["pk"]), h["entity"]["text"], abs(float(h["distance"]))) for h in hits]
+                for hits in answers]
+
+    def _zoo_bm25(self, texts, k, filter):
+        """zoo's BM25 (bm25s) over every text of the collection, for engines without a BM25 function."""
+        import bm25s
+
+        if self._bm25 is None:
+            entries = []
+            iterator = self.client.query_iterator(self.collection, batch_size=INSERT_ROWS, filter="",
+                                                  output_fields=["pk", "text"])
+            while batch := iterator.next():
+                entries += [(r["pk"], r["text"]) for r in batch]
+            iterator.close()
+            model = bm25s.BM25()
+            model.index([lexical_terms(t, self.lexical) for _, t in entries], show_progress=False)
+            self._bm25 = (model, entries)
+        model, entries = self._bm25
+        allowed = None
+        if filter:
+            allowed = {r["pk"] for r in self.client.query(self.collection, filter=filter, output_fields=["pk"])}
+        out = []
+        for text in texts:
+            rows, values = model.retrieve([lexical_terms(text, self.lexical)], k=len(entries), show_progress=False)
+            hits = [(json.loads(entries[r][0]), entries[r][1], float(v)) for r, v in zip(rows[0], values[0])
+                    if v > 0 and (allowed is None or entries[r][0] in allowed)]
+            out.append(hits[:k])
+        return out
+
+    def search(self, queries, topk=10, batch_size=64, mode="dense", weight=None, depth=100, query_vectors=None,
+               return_ids=False, fusion=None, filter=None):
+        """As ``SemanticIndex.search``, plus ``filter``: a Milvus boolean expression on the metadata fields
+        (e.g. ``"lang == 'zh' and year >= 2020"``). Hybrid: the top ``depth`` of each side fused by rank
+        (``fusion="rrf"``, default) or normalised score, ``weight`` on the dense side."""
+        from pymilvus import MilvusException
+
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        if topk < 1:
+            raise ValueError(f"topk must be >= 1, got {topk}")
+        texts = [queries] if isinstance(queries, str) else queries
+        try:
+            if mode == "dense":
+                hits = self._dense(self._query_vectors(texts, batch_size, query_vectors), topk, filter)
+            elif mode == "lexical":
+                hits = self._lexical(list(texts), topk, filter)
+            else:
+                weight = self.hybrid_weight if weight is None else weight
+                if not 0.0 <= weight <= 1.0:
+                    raise ValueError(f"weight must be in [0, 1], got {weight}")
+                dense = self._dense(self._query_vectors(texts, batch_size, query_vectors), depth, filter)
+                lexical = self._lexical(list(texts), depth, filter)
+                hits = []
+                for d, lex in zip(dense, lexical):
+                    text_of = {_pk(i): t for i, t, _ in d + lex}
+                    fused = fuse([(_pk(i), s) for i, _, s in d], [(_pk(i), s) for i, _, s in lex], weight,
+                                 fusion or self.fusion, topk)
+                    hits.append([(json.loads(k), text_of[k], float(v)) for k, v in fused])
+        except MilvusException as e:
+            raise ValueError(f"{self._where()}: {e.message if hasattr(e, 'message') else e}") from None
+        if return_ids:
+            return hits
+        return [[(t, s) for _, t, s in row] for row in hits]
+
+    # ------------------------------------------------------------------ a folder pointing at the collection
+    def save(self, directory):
+        """``directory/index.json``: where the collection is, so ``SemanticIndex.load``, ``zoo search`` and ``zoo
+        serve --index`` open it (the data stays in Milvus)."""
+        with atomic_dir(directory) as tmp:
+            with open(os.path.join(tmp, INDEX_FILE), "w", encoding="utf-8") as f:
+                json.dump(self.settings(), f)
+
+    @classmethod
+    def load(cls, directory, encoder=None, **options):
+        meta = read_json_file(os.path.join(os.fspath(directory), INDEX_FILE), "a search index's settings")
+        meta.pop("backend", None)
+        try:
+            return cls(encoder=encoder, **{**meta, "dim": meta.get("dim"), **options})
+        except TypeError as e:
+            raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings ({e})") from None
+

@@ -1,0 +1,236 @@
+"""What one served name can do for the embeddings, rerank, search and paraphrase APIs.
+
+``ExportedEngine``: a SavedModel written by ``zoo export`` (TF Serving's layout, new versions picked up while
+serving); its embeddings and scores go through the server's batcher. ``PresetEngine``: anything
+``zoo.models.from_preset`` loads (a zoo preset, a run folder), run with Keras; a SimBERT served this way also
+writes paraphrases (its generation head is not part of an export).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import numpy as np
+
+from ..logs import log
+from ..paths import EXPORT_MANIFEST, RESULTS_JSON
+from .model import RequestError, ServedModel, find_version
+
+EMBEDDING, CROSS_ENCODER, OTHER = "embedding", "cross-encoder", "other"
+
+
+def fitted_thresholds(folder):
+    """{task: cosine threshold fitted on valid} recorded next to a model: a shipped preset's ``ship.json``
+    (``scores.float32.TASK.threshold``) or a training run's ``results.json`` (in ``folder`` or its parent, a
+    run folder holding ``model/``). Empty when none is recorded."""
+    found = {}
+    for where in (folder, os.path.dirname(os.path.abspath(folder))):
+        ship, results = os.path.join(where, "ship.json"), os.path.join(where, RESULTS_JSON)
+        try:
+            if os.path.exists(ship):
+                with open(ship, encoding="utf-8") as f:
+                    scores = json.load(f).get("scores", {}).get("float32", {})
+                found = {t: float(s["threshold"]) for t, s in scores.items() if "threshold" in s}
+            elif os.path.exists(results):
+                with open(results, encoding="utf-8") as f:
+                    record = json.load(f)
+                tasks = record.get("tasks") or {record.get("config", {}).get("task", "valid"): record}
+                found = {t: float(s["threshold"]) for t, s in tasks.items() if "threshold" in s}
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            log.warning("%s: thresholds not read (%s)", where, e)
+        if found:
+            return dict(sorted(found.items()))
+    return {}
+
+
+def raw_to_probability(scores):
+    return (1.0 / (1.0 + np.exp(-np.asarray(scores, "float64")))).astype("float32")
+
+
+def probability_to_raw(p):
+    p = np.clip(np.asarray(p, "float64"), 1e-7, 1 - 1e-7)
+    return (np.log(p) - np.log1p(-p)).astype("float32")
+
+
+class Engine:
+    """The common part: ``kind`` (EMBEDDING, CROSS_ENCODER or OTHER), ``dim``, ``head`` (a cross-encoder's
+    "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
+
+    kind, dim, head, paraphrases, source = OTHER, None, None, False, ""
+
+    def __init__(self, name, thresholds=None):
+        self.name, self.thresholds = name, dict(thresholds or {})
+
+    def info(self):
+        """This model in ``GET /v1/models`` (OpenAI's fields, zoo's under ``zoo``)."""
+        return {"id": self.name, "object": "model", "created": 0, "owned_by": "zoo",
+                "zoo": {"kind": self.kind, "dim": self.dim, "head": self.head, "thresholds": self.thresholds,
+                        "paraphrases": self.paraphrases, "source": self.source}}
+
+    def need(self, kind, route):
+        if self.kind != kind:
+            what = {EMBEDDING: "a sentence encoder", CROSS_ENCODER: "a cross-encoder"}
+            raise RequestError(f"model {self.name!r} is {what.get(self.kind, 'not servable by ' + route)}; "
+                               f"{route} needs {what[kind]}")
+
+    def scores(self, raw_or_probability, raw):
+        """CrossEncoder.predict's scores -> what /rerank returns: a probability (sigmoid of the logit), or the
+        logit itself with ``raw``. A softmax head's P(similar) is sigmoid(l1 - l0); a cosent head's score is raw."""
+        if self.head is None:
+            if raw:
+                raise RequestError(f"model {self.name!r} does not record its head (re-export it with this zoo): "
+                                   f"raw_scores is not available")
+            return raw_or_probability
+        if self.head == "softmax":
+            return probability_to_raw(raw_or_probability) if raw else raw_or_probability
+        return raw_or_probability if raw else raw_to_probability(raw_or_probability)
+
+
+class ExportedEngine(Engine):
+    """A SavedModel folder (or ``<base>/<name>`` with numeric versions: the highest is served and newer ones are
+    loaded by ``reload``)."""
+
+    def __init__(self, server, name, model_dir, thresholds=None):
+        super().__init__(name, thresholds)
+        self.server, self.model_dir = server, model_dir
+        self.version, self.path = find_version(model_dir)
+        self.model = None
+        self._failed = set()
+
+    def load(self):
+        self.model = ServedModel(self.name, self.version, self.path, self.server.max_request_batch,
+                                 self.server.max_chars)
+        self._describe()
+        return self
+
+    @property
+    def watched(self):
+        return os.path.abspath(os.fspath(self.model_dir)) != self.path  # a <base>/<name> folder
+
+    def reload(self):
+        """Serve a new, higher version if one loads; keep the current one (logging once) if it does not."""
+        try:
+            version, path = find_version(self.model_dir)
+        except FileNotFoundError:
+            return
+        if version <= self.version:
+            return
+        try:
+            model = ServedModel(self.name, version, path, self.server.max_request_batch, self.server.max_chars)
+        except Exception as e:  # noqa: BLE001 -- a half-copied or damaged version: retried at the next poll
+            if version not in self._failed:
+                log.error("version %d at %s does not load; still serving version %d: %s", version, path,
+                          self.version, e)
+                self._failed.add(version)
+            return
+        self.model, self.version, self.path = model, version, path  # new requests go to the new version
+        self._describe()
+        log.info("now serving %s version %d from %s", self.name, version, path)
+
+    def _describe(self):
+        sig = self.model.signatures.get("text")
+        try:
+            with open(os.path.join(self.path, EXPORT_MANIFEST), encoding="utf-8") as f:
+                described = json.load(f).get("model") or {}
+        except (OSError, ValueError):
+            described = {}
+        self.source, self.head, self.kind = self.path, described.get("head"), OTHER
+        if sig is not None and "tokenize" in self.model.signatures:
+            if list(sig.inputs) == ["text"] and sig.outputs == ["embedding"]:
+                self.kind = EMBEDDING
+                self.dim = int(sig.fn.structured_outputs["embedding"].shape[-1])
+            elif list(sig.inputs) == ["text_a", "text_b"] and sig.outputs == ["score"]:
+                self.kind = CROSS_ENCODER
+
+    async def embed(self, texts):
+        """(L2-normalised vectors [n, dim], tokens per text) through the batcher."""
+        from starlette.concurrency import run_in_threadpool
+
+        model = self.model
+        arrays = {"text": _strings(texts)}
+        out = await self.server.predict_async(model, model.signatures["text"], arrays)
+        tokens = await run_in_threadpool(model.signatures["tokenize"], arrays)
+        return out["embedding"], tokens["padding_mask"].sum(axis=1).tolist()
+
+    async def score(self, pairs):
+        """(CrossEncoder.predict's scores [n], tokens per pair)."""
+        from starlette.concurrency import run_in_threadpool
+
+        model = self.model
+        arrays = {"text_a": _strings([a for a, _ in pairs]), "text_b": _strings([b for _, b in pairs])}
+        out = await self.server.predict_async(model, model.signatures["text"], arrays)
+        tokens = await run_in_threadpool(model.signatures["tokenize"], arrays)
+        return out["score"], tokens["padding_mask"].sum(axis=1).tolist()
+
+
+class PresetEngine(Engine):
+    """A model loaded with ``zoo.models.from_preset`` (a preset name or folder, a run folder, a .keras file); calls
+    run one at a time in a worker thread."""
+
+    def __init__(self, name, path, thresholds=None):
+        from ..models import CrossEncoder, SimBERT, from_preset
+        from ..paths import resolve
+
+        super().__init__(name, thresholds)
+        self.source = str(path)
+        self.model = from_preset(path)
+        self._lock = threading.Lock()
+        if isinstance(self.model, CrossEncoder):
+            self.kind, self.head = CROSS_ENCODER, self.model.head
+        elif hasattr(self.model, "encode"):
+            self.kind, self.dim = EMBEDDING, int(self.model.dim)
+            self.paraphrases = isinstance(self.model, SimBERT)
+        if not self.thresholds:
+            try:
+                self.thresholds = fitted_thresholds(resolve(path))
+            except (OSError, ValueError):
+                pass
+
+    def _run(self, fn, *args):
+        with self._lock:
+            return fn(*args)
+
+    def _tokens(self, texts, texts_b=None):
+        tok, maxlen = self.model.tokenizer, self.model.maxlen
+        pieces = [len(p) for p in tok.piece_ids(texts)]
+        if texts_b is None:
+            return [min(n + 2, maxlen) for n in pieces]
+        return [min(n + m + 3, maxlen) for n, m in zip(pieces, (len(p) for p in tok.piece_ids(texts_b)))]
+
+    async def embed(self, texts):
+        from starlette.concurrency import run_in_threadpool
+
+        vectors = await run_in_threadpool(self._run, lambda: self.model.encode(texts, show_progress_bar=False))
+        return vectors, self._tokens(texts)
+
+    async def score(self, pairs):
+        from starlette.concurrency import run_in_threadpool
+
+        scores = await run_in_threadpool(self._run, lambda: self.model.predict(pairs, show_progress_bar=False))
+        return scores, self._tokens([a for a, _ in pairs], [b for _, b in pairs])
+
+    async def paraphrase(self, text, n, k, seed=None):
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(self._run, lambda: self.model.gen_synonyms(text, n=n, k=k, seed=seed))
+
+
+def _strings(texts):
+    return np.array([t.encode("utf-8") for t in texts], dtype=object).reshape(len(texts))
+
+
+def engine_for(server, name, source, thresholds=None):
+    """An ExportedEngine when ``source`` holds a SavedModel (itself or numeric version folders), else a
+    PresetEngine (FileNotFoundError: neither)."""
+    try:
+        return ExportedEngine(server, name, source, thresholds)
+    except FileNotFoundError as saved_model_missing:
+        from ..errors import ZooError
+
+        try:
+            return PresetEngine(name, source, thresholds)
+        except (ZooError, OSError, ValueError, TypeError) as e:
+            raise FileNotFoundError(f"{source}: neither an export ({saved_model_missing}) nor a model zoo loads "
+                                    f"({e})") from None
