@@ -25,6 +25,7 @@ import numpy as np
 
 from zoo.corpus import read_corpus
 from zoo.data import load_task
+from zoo.evaluation import overlap_at_k
 from zoo.logs import log, setup_cli
 from zoo.paths import read_json_file, write_json_atomic
 from zoo.retrieval import SemanticIndex
@@ -99,7 +100,7 @@ def milvus_row(settings, corpus, queries, truth, texts, keep, cache, topk=10):
                                   limit=topk, search_params=params)
     seconds = time.perf_counter() - start
     found = [[int(h["pk"]) for h in hits] for hits in answers]
-    recall = float(np.mean([len(set(f) & set(t)) / topk for f, t in zip(found, truth)]))
+    recall = overlap_at_k(found, truth, topk)
     log.info("%s: recall@10 %.3f, %.0f queries/s, build %.0f s", settings["index_type"], recall,
              len(queries) / seconds, build)
     return {"settings": settings, "build_seconds": build, "memory_mib": None, "recall_at_10": recall,
@@ -223,7 +224,7 @@ def main():
         if hasattr(index._faiss, "nprobe"):
             index._faiss.nprobe = index.nprobe
         found, seconds = timed_search(index, queries)
-        recall = float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth)]))
+        recall = overlap_at_k(found, truth, 10)
         qps = len(queries) / seconds
         report["indexes"][name] = {"settings": settings, "build_seconds": build, "memory_mib":
                                    structure_bytes(index) / 2**20, "recall_at_10": recall, "queries_per_second": qps,

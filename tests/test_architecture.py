@@ -311,3 +311,31 @@ def test_every_submodule_is_an_attribute_of_a_bare_import_zoo():
     done = run_python("import zoo; print([n for n in %r if getattr(zoo, n) is None])" % names)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-3000:]
     assert {"logs", "train", "data", "cli"} <= set(names)
+
+
+def test_a_feature_whose_extra_is_missing_names_the_pip_install(monkeypatch):
+    """With an optional package absent, the feature that needs it raises MissingExtra naming ``pip install
+    'zoo[EXTRA]'``; the core (loading, training, encode) needs none of them (setup.cfg's install_requires)."""
+    import configparser
+
+    from zoo.errors import MissingExtra, require
+    from zoo.retrieval import SemanticIndex
+
+    for module in ("faiss", "bm25s"):
+        monkeypatch.setitem(sys.modules, module, None)  # "import faiss" now raises ImportError
+    index = SemanticIndex(dim=4, backend="hnsw").add(vectors=np.eye(4, dtype="float32"), texts=list("一二三四"))
+    with pytest.raises(MissingExtra, match=r"pip install 'zoo\[search\]'"):
+        index.search_vectors(np.eye(4, dtype="float32")[:1], 2)
+    with pytest.raises(MissingExtra, match=r"BM25.*pip install 'zoo\[search\]'"):
+        index.search_lexical(["一"], 2)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingExtra, match=r"zoo\[ray\]") as e:
+        require("ray", "ray", "zoo encode --engine ray")
+    assert isinstance(e.value, ImportError)
+    setup = configparser.ConfigParser()
+    setup.read(REPO / "setup.cfg")
+    core = setup["options"]["install_requires"]
+    for optional in ("faiss", "bm25s", "starlette", "uvicorn", "grpcio", "onnx", "matplotlib", "pymilvus", "ray"):
+        assert optional not in core, optional
+    extras = setup["options.extras_require"]
+    assert {"serve", "search", "onnx", "plots", "milvus", "ray", "docs", "all", "test"} <= set(extras)

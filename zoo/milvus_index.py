@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from .errors import CheckpointError, ConfigError, DataError
+from .errors import CheckpointError, ConfigError, DataError, require
 from .paths import atomic_dir, read_json_file
 from .retrieval import INDEX_FILE, LEXICAL_TERMS, SEARCH_MODES, fuse, lexical_terms
 from .vectors import normalize_rows
@@ -58,7 +58,7 @@ class MilvusIndex:
 
     def __init__(self, encoder=None, dim=None, uri="zoo.db", collection="zoo", model=None, lexical="bigram",
                  token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", **ignored):
-        from pymilvus import MilvusClient
+        MilvusClient = require("pymilvus", "milvus", "the Milvus backend").MilvusClient
 
         if lexical not in LEXICAL_TERMS:
             raise ValueError(f"lexical must be one of {LEXICAL_TERMS}, got {lexical!r}")

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, require
 from .paths import atomic_dir, check_manifest, file_manifest, read_json_file
 from .vectors import normalize_rows
 
@@ -376,8 +376,7 @@ class SemanticIndex:
         if any(t is None for t in self.texts) or not self.texts:
             raise ValueError("lexical search needs the index's texts (this index holds bare vectors or is empty)")
         if self._bm25 is None:
-            import bm25s
-
+            bm25s = require("bm25s", "search", "BM25 (lexical and hybrid search)")
             self._bm25 = bm25s.BM25()
             self._bm25.index([lexical_terms(t, self.lexical) for t in self.texts], show_progress=False)
         k = min(topk + len(self._removed), len(self.texts))
@@ -393,10 +392,7 @@ class SemanticIndex:
 
     def _faiss_index(self):
         if self._faiss is None:
-            try:
-                import faiss
-            except ImportError:
-                raise ImportError(f"backend={self.backend!r} needs faiss: pip install faiss-cpu") from None
+            faiss = require("faiss", "search", f"backend={self.backend!r}")
             n, vectors = len(self.vectors), self.vectors
             threads = faiss.omp_get_max_threads()
             if n < SMALL:  # small structures build faster on one thread than with OpenMP's hand-offs

@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from ..data import open_binary
-from ..errors import DataError, ZooError
+from ..errors import DataError, ZooError, require
 from ..logs import log
 from ..vectors import quantize_embeddings
 
@@ -76,7 +76,7 @@ class ChunkEncoder:
 def connect(address=None):
     """ray.init: a new local cluster, or the cluster at ``address`` ("auto": the one this node belongs to); an
     already connected process keeps its connection."""
-    import ray
+    ray = require("ray", "ray", "zoo encode --engine ray")
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)

@@ -8,6 +8,7 @@ import re
 import socket
 import threading
 
+from ..errors import require
 from ..logs import log
 from .batcher import Batcher
 from .model import NotFound
@@ -109,7 +110,8 @@ class ModelServer:
         return self
 
     def _start(self):
-        import uvicorn
+        uvicorn = require("uvicorn", "serve", "zoo serve")
+        require("starlette", "serve", "zoo serve")
 
         from .engines import ExportedEngine, engine_for
         from .rest import build_app
