@@ -1,52 +1,81 @@
-"""CPU inference speed and quality of every zoo precision against transformers and sentence-transformers.
+"""CPU inference, side by side in one run: zoo's precisions against transformers and sentence-transformers.
 
-    python bench/bench_inference.py --model ../shared/models/chinese_L-4_H-256_A-4/google \
-        --model runs/cosent_L4 --st-python /work/stenv/bin/python      # (setup: bench/st_worker.py's docstring)
+    python bench/bench_inference.py --model zoo-embed-zh-L4 --st-python PATH
+    python bench/bench_inference.py --model ../shared/models/chinese_L-6_H-384_A-6/google --pooling mean \
+        --st-python PATH
 
-For each model (a checkpoint or a saved SentenceEncoder with cls or mean pooling): the model is also written as a
-transformers / sentence-transformers folder (``zoo export --format transformers``), so every system runs the same
-weights. Speed: the first ``--sentences`` sentences of the LCQMC test pairs (25,000 = all of them), batch 64,
-``--repeats`` interleaved rounds (each round times every system once, in a rotated order); the median seconds of
-each system, and its speed as a ratio to transformers fp32 measured in the same rounds (every local system first
-runs once on all the texts, so XLA has compiled each padded length). Systems: zoo fp32 (Keras, XLA), zoo int8
-(ONNX Runtime dynamic quantization), transformers fp32 (BertModel, PyTorch), and sentence-transformers' torch,
-ONNX, ONNX int8, OpenVINO and OpenVINO int8 backends (bench/st_worker.py, in its own virtualenv). Keras's own
-int8 (``Model.quantize``) is too slow on this CPU to time on everything: it is timed once on 2,000 sentences
-beside zoo fp32 (STS-B quality only). Quality: test Spearman on LCQMC, BQ and STS-B of each system.
-Writes bench/results/inference.json and a table.
+PATH: the python of a virtualenv with sentence-transformers (bench/st_worker.py's docstring says how to make it).
+Each run adds its model to bench/results/inference.json (and rewrites inference.md from all models in it).
+
+The model (a saved SentenceEncoder, or a checkpoint with ``--pooling``) is also written as a transformers /
+sentence-transformers folder, so every system runs the same weights. Systems: zoo ``fp32`` (Keras, XLA),
+``bf16`` (on CPUs with AVX512-BF16/AMX), ``onnx-fp32`` and ``int8`` (the fused ONNX Runtime graph,
+``zoo.fused_onnx``); transformers fp32 (BertModel, PyTorch); sentence-transformers' torch, ONNX (plain, optimum's
+O1-O3 optimized exports, dynamic int8 with this CPU's and with the avx2 configuration) and OpenVINO fp32 / int8
+backends (bench/st_worker.py, in its own interpreter). sentence-transformers has no first-last-avg pooling: for
+a first-last-avg model its systems pool with mean (the same work; other vectors, so their Spearman is not the
+model's).
+
+- Throughput: the first ``--sentences`` LCQMC test sentences at batch 64; every system first runs once (XLA
+  compiles each padded length, exports load); then ``--rounds`` rounds, each timing every system once in a
+  rotated order. Reported: median seconds, sentences/s, and speed ratios to transformers fp32 and to the fastest
+  sentence-transformers backend, each the median of the per-round ratios.
+- Latency: one sentence at a time (batch 1) over the first ``--latency-sentences`` sentences, after 20
+  warm-up calls: median and p90 milliseconds per system.
+- Quality: LCQMC, BQ and STS-B test Spearman (x100) of each system (on the first ``--quality-pairs`` pairs of
+  each test set when given).
+- Tokenizing: the share of ``encode``'s time (at the fastest zoo precision) spent in the tokenizer (Rust word
+  pieces) and in Python rows (assembly of [CLS] a [SEP], length sort, padding), and the Rust pipeline that would
+  replace pieces + assembly (a TemplateProcessing post-processor with truncation; the same ids, checked), medians.
+- precision="auto": its choice for this model on this machine and why, and the start-up of a first call (graphs
+  written, choice measured) and of a later process (read from the cache), each in a fresh process.
 """
 
 import argparse
-import os
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 import zoo
+from zoo import inference
 from zoo.checkpoints import save_transformers
 from zoo.data import load_task
 from zoo.evaluation import spearman
-from zoo.export import quantized_copy
 from zoo.logs import log, setup_cli
-from zoo.paths import write_json_atomic
+from zoo.paths import write_json_atomic, write_text_atomic
+from zoo.presets import preset_class_name
 from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUALITY_TASKS = ("LCQMC", "BQ", "STS-B")
-KERAS_INT8_SENTENCES = 2000
+ZOO_PRECISIONS = ("fp32", "bf16", "onnx-fp32", "int8")
+STARTUP = """
+import json, sys, time
+t0 = time.perf_counter()
+import zoo
+from zoo import inference
+encoder = zoo.from_preset(sys.argv[1], **json.loads(sys.argv[2]))
+t1 = time.perf_counter()
+encoder.encode(["今天天气不错"])
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "first_encode_s": t2 - t1, "choice": inference.choose(encoder)}))
+"""
 
 
 class STWorker:
     """bench/st_worker.py in another interpreter, one JSON line per command."""
 
-    def __init__(self, python, folder, texts_file, work, maxlen):
+    def __init__(self, python, folder, texts_file, work, maxlen, pooling):
         self.proc = subprocess.Popen([python, os.path.join(HERE, "st_worker.py"), "--model", folder, "--texts",
-                                      texts_file, "--work", work, "--maxlen", str(maxlen)],
+                                      texts_file, "--work", work, "--maxlen", str(maxlen), "--pooling", pooling],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.ready = [f"st_{b}" for b in self._reply()["ready"]]
+        startup = self._reply()
+        self.ready, self.failed = [f"st_{b}" for b in startup["ready"]], startup["failed"]
 
     def _reply(self):
         line = self.proc.stdout.readline()
@@ -82,138 +111,274 @@ def transformers_encoder(folder, tokenizer, maxlen, pooling):
         with torch.inference_mode():
             for start in range(0, len(rows), batch_size):
                 index = order[start:start + batch_size]
-                batch = tokenizer.pad([rows[i] for i in index])
-                mask = torch.tensor(np.asarray(batch["padding_mask"], dtype="int64"))
-                hidden = model(input_ids=torch.tensor(np.asarray(batch["token_ids"], dtype="int64")),
-                               token_type_ids=torch.tensor(np.asarray(batch["segment_ids"], dtype="int64")),
-                               attention_mask=mask).last_hidden_state
+                batch = {k: torch.tensor(np.asarray(v, dtype="int64"))
+                         for k, v in tokenizer.pad([rows[i] for i in index]).items()}
+                result = model(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                               attention_mask=batch["padding_mask"], output_hidden_states=pooling == "first-last-avg")
                 if pooling == "cls":
-                    vectors = hidden[:, 0]
+                    vectors = result.last_hidden_state[:, 0]
                 else:
-                    vectors = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+                    hidden = result.last_hidden_state if pooling == "mean" else \
+                        (result.hidden_states[1] + result.hidden_states[-1]) / 2
+                    mask = batch["padding_mask"][..., None].float()
+                    vectors = (hidden * mask).sum(1) / mask.sum(1)
                 out[index] = vectors.numpy()
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
     return encode
 
 
-def systems_for(encoder, folder, st, texts_file, work):
-    """name -> callable(texts file, texts) -> vectors."""
-    hf = transformers_encoder(folder, encoder.tokenizer, encoder.maxlen, encoder.pooling)
-    systems = {"zoo_fp32": lambda path, texts: encoder.encode(texts, batch_size=64),
-               "zoo_int8_onnxruntime": lambda path, texts: encoder.encode(texts, batch_size=64, precision="int8"),
-               "transformers_fp32": lambda path, texts: hf(texts)}
-    for name in st.ready if st else ():
-        def run(path, texts, name=name):
-            out = os.path.join(work, f"{name}.npy")
-            st.ask(cmd="encode", backend=name[3:], input=path, output=out, batch_size=64)
-            return np.load(out)
-        systems[name] = run
+def local_systems(encoder, folder):
+    """name -> callable(texts) -> vectors, for zoo's precisions and transformers."""
+    systems = {}
+    for precision in ZOO_PRECISIONS:
+        if precision == "bf16" and not inference.bf16_supported():
+            continue
+        systems[f"zoo_{precision}"] = lambda texts, p=precision: encoder.encode(texts, batch_size=64, precision=p,
+                                                                                   show_progress_bar=False)
+    systems["transformers_fp32"] = transformers_encoder(folder, encoder.tokenizer, encoder.maxlen, encoder.pooling)
     return systems
+
+
+def rust_template(tokenizer, maxlen):
+    """The alternative to ``piece_ids`` + ``assemble``: the Rust tokenizer adding [CLS]/[SEP] and truncating
+    itself (a TemplateProcessing post-processor), for single texts the same rows."""
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    rust = RustTokenizer.from_str(tokenizer._rust.to_str())
+    rust.post_processor = TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[
+        ("[CLS]", tokenizer.cls_id), ("[SEP]", tokenizer.sep_id)])
+    rust.enable_truncation(maxlen)
+    return lambda texts: [(e.ids, e.type_ids) for e in rust.encode_batch(texts)]
+
+
+def tokenizing_share(encoder, texts, precision, rounds):
+    """Where encode's time goes besides the model, at ``precision``: Rust word pieces, Python rows (assembly,
+    length sort, padding), and the Rust template pipeline that would replace pieces + assembly."""
+    tok = encoder.tokenizer
+    template = rust_template(tok, encoder.maxlen)
+    rows = [tok.assemble(p, None, encoder.maxlen) for p in tok.piece_ids(texts)]
+    assert [(list(a), list(b)) for a, b in template(texts)] == [(list(a), list(b)) for a, b in rows]
+    times = {"encode": [], "rust_pieces": [], "python_rows": [], "rust_template": []}
+    for _ in range(rounds):
+        start = time.perf_counter()
+        encoder.encode(texts, precision=precision, show_progress_bar=False)
+        times["encode"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        pieces = tok.piece_ids(texts)
+        times["rust_pieces"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        rows = [tok.assemble(p, None, encoder.maxlen) for p in pieces]
+        order = np.argsort([-len(r[0]) for r in rows], kind="stable")
+        for s in range(0, len(rows), 64):
+            tok.pad([rows[i] for i in order[s:s + 64]])
+        times["python_rows"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        template(texts)
+        times["rust_template"].append(time.perf_counter() - start)
+    median = {k: float(np.median(v)) for k, v in times.items()}
+    return {"precision": precision, "median_seconds": median,
+            "share_of_encode": (median["rust_pieces"] + median["python_rows"]) / median["encode"],
+            "rust_share_of_encode": median["rust_pieces"] / median["encode"],
+            "template_vs_pieces": median["rust_template"] / median["rust_pieces"]}
+
+
+def run_system(name, systems, st, texts=None, path=None):
+    if name.startswith("st_"):
+        out = os.path.join(os.path.dirname(path), f"{name}.npy")
+        st.ask(cmd="encode", backend=name[3:], input=path, output=out, batch_size=64)
+        return np.load(out)
+    return systems[name](texts)
+
+
+def write_lines(path, texts):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
+    return path
+
+
+def startup(model, kwargs):
+    """auto's first call (fresh cache: graphs written, choice measured) and a later process's (cached)."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "ZOO_CACHE": cache, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        env.pop("ZOO_PRECISION", None)
+        for key in ("first_call", "cached"):
+            done = subprocess.run([sys.executable, "-c", STARTUP, model, json.dumps(kwargs)], capture_output=True,
+                                  text=True, env=env, timeout=1800)
+            if done.returncode:
+                raise RuntimeError(f"auto start-up run failed: {done.stderr[-2000:]}")
+            out[key] = json.loads(done.stdout.strip().splitlines()[-1])
+        [record] = [json.load(open(os.path.join(root, "info.json"), encoding="utf-8"))["auto"]
+                    for root, _, files in os.walk(cache) if "info.json" in files]
+    out["record"] = next(iter(record.values()))
+    return out
+
+
+def shown(path):
+    """A path as recorded: relative to the repository when below it, else as given when relative, else its name."""
+    if not os.path.isabs(path):
+        return path
+    rel = os.path.relpath(path, os.path.dirname(HERE))
+    return rel if not rel.startswith("..") else os.path.basename(path.rstrip("/"))
+
+
+def bench_model(args, model):
+    kwargs = {} if preset_class_name(model) == "SentenceEncoder" else {"pooling": args.pooling}
+    encoder = zoo.SentenceEncoder.from_preset(model, **kwargs)
+    work = tempfile.mkdtemp(prefix="model-", dir=args.work)
+    folder = save_transformers(encoder.backbone, os.path.join(work, "hf"), encoder.tokenizer,
+                               pooling=encoder.pooling if encoder.pooling in ("cls", "mean") else None,
+                               maxlen=encoder.maxlen)
+    test = load_task("LCQMC", "test", args.data_dir)
+    texts = (test.texts_a + test.texts_b)[:args.sentences]
+    texts_file = write_lines(os.path.join(work, "texts.txt"), texts)
+    st_pooling = encoder.pooling if encoder.pooling in ("cls", "mean") else "mean"
+    st = STWorker(args.st_python, folder, texts_file, os.path.join(work, "st"), encoder.maxlen, st_pooling) \
+        if args.st_python else None
+    systems = local_systems(encoder, folder)
+    names = list(systems) + (st.ready if st else [])
+    for name in systems:  # warm-up on every text: XLA compiles each padded length once, graphs are written
+        systems[name](texts)
+    seconds = {name: [] for name in names}
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name.startswith("st_"):
+                seconds[name].append(st.ask(cmd="time", backend=name[3:], batch_size=64)["seconds"])
+            else:
+                start = time.perf_counter()
+                systems[name](texts)
+                seconds[name].append(time.perf_counter() - start)
+            log.info("round %d %s: %.1f s (%.0f sentences/s)", r + 1, name, seconds[name][-1],
+                     len(texts) / seconds[name][-1])
+    st_names = [n for n in names if n.startswith("st_")]
+
+    def ratio_to(reference):  # per round: reference seconds / system seconds; median over rounds
+        return {name: float(np.median([ref / own for own, ref in zip(seconds[name], reference)])) for name in names}
+
+    best_st_per_round = [min(seconds[n][r] for n in st_names) for r in range(args.rounds)] if st_names else None
+    fastest_zoo = min((n for n in systems if n.startswith("zoo_")), key=lambda n: np.median(seconds[n]))
+    tokenizing = tokenizing_share(encoder, texts, fastest_zoo[4:], args.rounds)
+    log.info("tokenizing: %.1f%% of encode at %s (Rust word pieces %.1f%%); the Rust template pipeline takes "
+             "%.2fx the time of the word pieces alone", 100 * tokenizing["share_of_encode"], fastest_zoo,
+             100 * tokenizing["rust_share_of_encode"], tokenizing["template_vs_pieces"])
+    latency = {}
+    for name in names:
+        if name.startswith("st_"):
+            st.ask(cmd="latency", backend=name[3:], n=20)
+            ms = st.ask(cmd="latency", backend=name[3:], n=args.latency_sentences)["ms"]
+        else:
+            for text in texts[:20]:
+                systems[name]([text])
+            ms = []
+            for text in texts[:args.latency_sentences]:
+                start = time.perf_counter()
+                systems[name]([text])
+                ms.append(1000 * (time.perf_counter() - start))
+        latency[name] = {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90))}
+        log.info("latency %s: median %.2f ms", name, latency[name]["median_ms"])
+    quality = {}
+    if not args.no_quality:
+        for task in QUALITY_TASKS:
+            data = load_task(task, "test", args.data_dir).head(args.quality_pairs)
+            unique = list(dict.fromkeys(data.texts_a + data.texts_b))
+            path = write_lines(os.path.join(work, f"{task}.txt"), unique)
+            row = {t: i for i, t in enumerate(unique)}
+            for name in names:
+                v = run_system(name, systems, st, unique, path)
+                cos = np.sum(v[[row[t] for t in data.texts_a]] * v[[row[t] for t in data.texts_b]], axis=1)
+                quality.setdefault(name, {})[task] = 100 * spearman(cos, data.labels)
+            log.info("quality %s: %s", task, {n: round(q[task], 2) for n, q in quality.items()})
+    if st:
+        st.close()
+    median = {k: float(np.median(v)) for k, v in seconds.items()}
+    return {"class": type(encoder).__name__, "pooling": encoder.pooling, "st_pooling": st_pooling,
+            "layers": encoder.backbone.num_layers, "hidden": encoder.dim, "maxlen": encoder.maxlen,
+            "sentences": len(texts), "seconds": seconds, "median_seconds": median,
+            "sentences_per_second": {k: len(texts) / v for k, v in median.items()},
+            "speed_vs_transformers_fp32": ratio_to(seconds["transformers_fp32"]),
+            "speed_vs_best_st": ratio_to(best_st_per_round) if st_names else {},
+            "latency_batch1": latency, "tokenizing": tokenizing, "test_spearman": quality, "quality_pairs": args.quality_pairs or "all",
+            "st_failed": st.failed if st else {}, "auto": startup(model, kwargs)}
+
+
+def tokenizing_note(t):
+    text = f"Text to padded batches: {100 * t['share_of_encode']:.1f}% of encode's time at {t['precision']}"
+    if "rust_share_of_encode" not in t:  # a result written before the breakdown was measured
+        return text + "."
+    return (text + f" ({100 * t['rust_share_of_encode']:.1f}% in the Rust word pieces; Rust adding [CLS]/[SEP] "
+            f"and truncating itself takes {t['template_vs_pieces']:.2f}x their time).")
+
+
+def markdown(report):
+    rows = []
+    for model, r in report["models"].items():
+        for name, sps in r["sentences_per_second"].items():
+            q = r["test_spearman"].get(name, {})
+            rows.append([model, name, round(sps), r["speed_vs_transformers_fp32"][name],
+                         r["speed_vs_best_st"].get(name), round(r["latency_batch1"][name]["median_ms"], 2)]
+                        + [q.get(t) for t in QUALITY_TASKS])
+    text = table(["model", "system", "sentences/s (batch 64)", "x transformers fp32", "x best sentence-transformers",
+                  "batch-1 ms (median)"] + [f"{t} test Spearman" for t in QUALITY_TASKS], rows)
+    notes = []
+    for model, r in report["models"].items():
+        a = r["auto"]
+        notes.append(f"- {model}: precision auto picks **{a['record']['choice']}** ({a['record']['reason']}); "
+                     f"start-up to the first vector: {a['first_call']['first_encode_s']:.1f} s on the first call "
+                     f"(graphs written and the choice measured), {a['cached']['first_encode_s']:.1f} s in a later "
+                     f"process (cached). sentence-transformers pooling: {r['st_pooling']}"
+                     + (f" (the model's own is {r['pooling']})" if r["st_pooling"] != r["pooling"] else "") + ". "
+                     + tokenizing_note(r["tokenizing"]) + " Load average "
+                     f"{r['load_average_before'][0]:.1f} before, {r['load_average_after'][0]:.1f} after, on "
+                     f"{r['cpu']}.")
+    return text + "\n\n" + "\n".join(notes) + "\n"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", required=True, help="a checkpoint or saved SentenceEncoder")
-    parser.add_argument("--pooling", default="cls", help="pooling for a checkpoint (cls or mean)")
+    parser.add_argument("--model", action="append", required=True, help="a saved SentenceEncoder or a checkpoint")
+    parser.add_argument("--pooling", default="mean", help="pooling for a checkpoint (cls, mean, first-last-avg)")
     parser.add_argument("--data-dir", default=os.path.join(HERE, "..", "..", "shared", "data"))
-    parser.add_argument("--sentences", type=int, default=25_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-sentences", type=int, default=200)
     parser.add_argument("--st-python", default=None, help="interpreter of the sentence-transformers virtualenv")
-    parser.add_argument("--work", default="/tmp/bench_inference")
+    parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--quality-pairs", type=int, default=None, help="first N pairs of each test set")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "inference"))
     args = parser.parse_args()
     setup_cli()
+    os.environ.pop("ZOO_PRECISION", None)
+    scratch = tempfile.TemporaryDirectory() if args.work is None else None
+    args.work = args.work or scratch.name
     os.makedirs(args.work, exist_ok=True)
-    test = load_task("LCQMC", "test", args.data_dir)
-    texts = (test.texts_a + test.texts_b)[:args.sentences]
-    texts_file = os.path.join(args.work, "texts.txt")
-    with open(texts_file, "w", encoding="utf-8") as f:
-        f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
-    report = {"command": " ".join(sys.argv), "versions": versions(), "sentences": len(texts), "batch_size": 64,
-              "repeats": args.repeats, "cpu_flags": sorted(zoo.inference.cpu_flags() & {"avx2", "avx512f", "avx512_vnni",
-                                                                                     "avx512_bf16", "amx_bf16"}),
-              "models": {}}
+    try:
+        with open(args.output + ".json", encoding="utf-8") as f:
+            report = json.load(f)
+    except FileNotFoundError:
+        report = {"models": {}}
+    command = [shown(a) if os.path.sep in a else a for a in sys.argv]
+    if args.st_python:
+        command[command.index(shown(args.st_python))] = "PATH"
+    cpu = inference.machine_id().split(", onnxruntime")[0]
+    load_before = os.getloadavg()
     for model in args.model:
-        encoder = zoo.SentenceEncoder.from_preset(model, pooling=args.pooling)
-        work = os.path.join(args.work, f"model{args.model.index(model)}")
-        folder = save_transformers(encoder.backbone, os.path.join(work, "hf"), encoder.tokenizer,
-                                   pooling=encoder.pooling, maxlen=encoder.maxlen)
-        st = STWorker(args.st_python, folder, texts_file, os.path.join(work, "st"), encoder.maxlen) \
-            if args.st_python else None
-        systems = systems_for(encoder, folder, st, texts_file, work)
-        for name, run in systems.items():  # warm-up on every text: XLA compiles each padded length once
-            if not name.startswith("st_"):
-                run(texts_file, texts)
-        seconds = {name: [] for name in systems}
-        for r in range(args.repeats):
-            names = list(systems)[r % len(systems):] + list(systems)[:r % len(systems)]
-            for name in names:
-                if name.startswith("st_"):
-                    seconds[name].append(st.ask(cmd="time", backend=name[3:], batch_size=64)["seconds"])
-                else:
-                    start = time.perf_counter()
-                    systems[name](texts_file, texts)
-                    seconds[name].append(time.perf_counter() - start)
-                log.info("round %d %s: %.1f s (%.0f sentences/s)", r + 1, name, seconds[name][-1],
-                         len(texts) / seconds[name][-1])
-        ratio = {name: float(np.median([b / a for a, b in zip(s, seconds["transformers_fp32"])]))
-                 for name, s in seconds.items()}
-        # Keras's own int8 (Model.quantize): timed once on KERAS_INT8_SENTENCES beside zoo fp32, STS-B quality only
-        keras_int8, few = quantized_copy(encoder, "int8"), texts[:KERAS_INT8_SENTENCES]
-        keras_int8.encode(few)
-        encoder.encode(few)
-        start = time.perf_counter()
-        keras_int8.encode(few)
-        keras_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        encoder.encode(few)
-        keras_vs_fp32 = (time.perf_counter() - start) / keras_seconds
-        log.info("keras int8: %.0f sentences/s, %.2fx zoo fp32", len(few) / keras_seconds, keras_vs_fp32)
-        report["models"][model] = {"seconds": seconds, "speed_vs_transformers_fp32": ratio}
-        write_json_atomic(args.output + ".json", report)  # the timings, should the quality part fail
-        quality = {}
-        if not args.no_quality:
-            for task in QUALITY_TASKS:
-                data = load_task(task, "test", args.data_dir)
-                unique = list(dict.fromkeys(data.texts_a + data.texts_b))
-                path = os.path.join(work, f"{task}.txt")
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write("\n".join(t.replace("\n", " ") for t in unique) + "\n")
-                row = {t: i for i, t in enumerate(unique)}
-                runs = dict(systems, zoo_int8_keras=lambda path, texts: keras_int8.encode(texts)) \
-                    if task == "STS-B" else systems
-                for name, run in runs.items():
-                    v = run(path, unique)
-                    cos = np.sum(v[[row[t] for t in data.texts_a]] * v[[row[t] for t in data.texts_b]], axis=1)
-                    quality.setdefault(name, {})[task] = 100 * spearman(cos, data.labels)
-        report["models"][model] = {"median_seconds": {k: float(np.median(v)) for k, v in seconds.items()},
-                                   "seconds": seconds, "speed_vs_transformers_fp32": ratio,
-                                   "sentences_per_second": {k: len(texts) / float(np.median(v))
-                                                            for k, v in seconds.items()},
-                                   "test_spearman": quality,
-                                   "keras_int8": {"sentences": len(few), "sentences_per_second":
-                                                  len(few) / keras_seconds, "speed_vs_zoo_fp32": keras_vs_fp32}}
-        if st:
-            st.close()
-    rows = []
-    for model, r in report["models"].items():
-        for name in r["median_seconds"]:
-            q = r["test_spearman"].get(name, {})
-            rows.append([os.path.basename(model.rstrip("/")) or model, name, round(r["sentences_per_second"][name]),
-                         r["speed_vs_transformers_fp32"][name]] + [q.get(t) for t in QUALITY_TASKS])
-        k = r["keras_int8"]
-        rows.append([os.path.basename(model.rstrip("/")) or model, f"zoo_int8_keras ({k['sentences']} sentences, "
-                     f"once: {k['speed_vs_zoo_fp32']:.2f}x zoo fp32)", round(k["sentences_per_second"]), None, None,
-                     None, r["test_spearman"].get("zoo_int8_keras", {}).get("STS-B")])
-    text = table(["model", "system", "sentences/s", "x transformers fp32"] +
-                 [f"{t} test Spearman" for t in QUALITY_TASKS], rows)
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    write_json_atomic(args.output + ".json", report)
-    with open(args.output + ".md", "w", encoding="utf-8") as f:
-        f.write(text + "\n")
+        result = bench_model(args, model)
+        result.update(command=" ".join(command), versions=versions(), cpu=cpu,
+                      cpu_flags=sorted(inference.cpu_flags() & {"avx2", "avx512f", "avx512_vnni", "avx_vnni",
+                                                                "avx512_bf16", "amx_bf16"}),
+                      load_average_before=[round(x, 2) for x in load_before],
+                      load_average_after=[round(x, 2) for x in os.getloadavg()])
+        report["models"][shown(model)] = result
+        os.makedirs(os.path.dirname(args.output), exist_ok=True)
+        write_json_atomic(args.output + ".json", report)
+    text = markdown(report)
+    write_text_atomic(args.output + ".md", text)
     print(text)
+    if scratch is not None:
+        scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import numpy as np
 
 import zoo
 from zoo.data import load_task
+from zoo.evaluation import mrr_at_k, recall_at_k
 from zoo.logs import progress
 from zoo.paths import write_json_atomic
 from zoo.retrieval import SemanticIndex, reciprocal_rank_fusion
@@ -57,11 +58,9 @@ def cached_vectors(model_name, model, texts, cache):
 
 def metrics(rankings, relevant):
     """recall@1, recall@10, MRR@10 (x100) of ``rankings`` (corpus ids, best first) against ``relevant`` ids."""
-    ranks = [next((r for r, i in enumerate(ranking[:10], 1) if i == rel), None)
-             for ranking, rel in zip(rankings, relevant)]
-    return {"recall@1": 100 * np.mean([r == 1 for r in ranks]),
-            "recall@10": 100 * np.mean([r is not None for r in ranks]),
-            "mrr@10": 100 * np.mean([1 / r if r else 0.0 for r in ranks])}
+    return {"recall@1": 100 * recall_at_k(rankings, relevant, 1),
+            "recall@10": 100 * recall_at_k(rankings, relevant, 10),
+            "mrr@10": 100 * mrr_at_k(rankings, relevant, 10)}
 
 
 def without_self(rows, selves):

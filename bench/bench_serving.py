@@ -1,12 +1,14 @@
 """Latency and throughput of `zoo serve` (REST, loopback) on the default preset.
 
-Exports zoo.DEFAULT_PRESET (BERT L4/H256/A4, cls pooling, maxlen 64) as a SavedModel (or serves --model, an
-exported folder), starts `python -m zoo serve` in a subprocess, and for 1 and 8 concurrent clients sending 1
-and 32 LCQMC test sentences per request measures p50/p99 latency and requests/s. Each configuration runs
+Exports zoo.DEFAULT_PRESET (BERT L4/H256/A4, cls pooling, maxlen 64) as a SavedModel, or with --format onnx as
+the fused ONNX Runtime graph (--quantize int8 or none) that `zoo serve` runs behind the same API (or serves
+--model, an exported folder), starts `python -m zoo serve` in a subprocess, and for 1 and 8 concurrent clients
+sending 1 and 32 LCQMC test sentences per request measures p50/p99 latency and requests/s. Each configuration runs
 --seconds (after a short warm-up) and at most --max-requests requests. Prints a table and writes
-bench/results/serving.json.
+bench/results/serving.json (serving_onnx.json with --format onnx).
 
     python bench/bench_serving.py --seconds 4
+    python bench/bench_serving.py --seconds 4 --format onnx --quantize int8
 """
 
 import argparse
@@ -91,8 +93,12 @@ def main():
     parser.add_argument("--max-requests", type=int, default=5000, help="request cap per configuration")
     parser.add_argument("--max-batch-size", type=int, default=64)
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
-    parser.add_argument("--output", default=os.path.join(HERE, "results", "serving.json"))
+    parser.add_argument("--format", default="saved_model", choices=("saved_model", "onnx"))
+    parser.add_argument("--quantize", default="int8", choices=("int8", "none"), help="with --format onnx")
+    parser.add_argument("--output", default=None, help="default: bench/results/serving.json, serving_onnx.json")
     args = parser.parse_args()
+    args.output = args.output or os.path.join(HERE, "results", "serving_onnx.json" if args.format == "onnx"
+                                              else "serving.json")
 
     import zoo
     from zoo.paths import write_json_atomic
@@ -101,12 +107,16 @@ def main():
     tmp = None
     model_dir = args.model
     if model_dir is None:
-        from zoo.export import export_saved_model, load_exportable
+        from zoo.export import export_onnx_folder, export_saved_model, load_exportable
 
         tmp = tempfile.TemporaryDirectory()
         model_dir = os.path.join(tmp.name, "default")
         t = time.perf_counter()
-        export_saved_model(load_exportable(zoo.DEFAULT_PRESET), os.path.join(model_dir, "1"))
+        if args.format == "onnx":
+            export_onnx_folder(load_exportable(zoo.DEFAULT_PRESET), os.path.join(model_dir, "1"),
+                               quantize=args.quantize)
+        else:
+            export_saved_model(load_exportable(zoo.DEFAULT_PRESET), os.path.join(model_dir, "1"))
         print(f"exported {zoo.DEFAULT_PRESET} in {time.perf_counter() - t:.1f} s")
     texts = sentences()
     load_before = os.getloadavg()
@@ -137,6 +147,7 @@ def main():
     result = {
         "command": " ".join(sys.argv),
         "model": args.model or f"{zoo.DEFAULT_PRESET} (SentenceEncoder, cls, maxlen 64)",
+        "format": "SavedModel" if args.format == "saved_model" else f"ONNX, fused graph, {args.quantize}",
         "server": {"max_batch_size": args.max_batch_size, "batch_timeout_ms": args.batch_timeout_ms,
                    "transport": "REST, HTTP/1.1 keep-alive, 127.0.0.1", "process": "python -m zoo serve"},
         "texts": "LCQMC test sentences in file order",

@@ -4,16 +4,16 @@ Runs in its own virtualenv (torch CPU, sentence-transformers, optimum[onnxruntim
 optimum-intel[openvino], datasets), so that a driver in the zoo environment can time
 zoo and sentence-transformers (ST) side by side:
 
-    /work/stenv/bin/python bench/st_worker.py --model HF_DIR --texts TEXTS_FILE \
+    ../stenv/bin/python bench/st_worker.py --model HF_DIR --texts TEXTS_FILE \
         --work WORKDIR [--pooling cls|mean] [--maxlen 64] [--threads N] \
         [--backends torch_fp32,onnx_fp32,...] [--reuse]
 
 Setup (CPU-only torch pinned so pip does not pull a CUDA build; huggingface-hub<1.0 keeps
 datasets from upgrading it past what transformers 4.x accepts):
 
-    python3 -m venv /work/stenv
-    /work/stenv/bin/pip install "torch==2.13.0" "sentence-transformers[onnx,openvino]" \
-        datasets "huggingface-hub<1.0"
+    python3 -m venv ../stenv
+    ../stenv/bin/pip install "torch==2.13.0" "sentence-transformers[onnx,openvino]" \
+        "optimum[onnxruntime]" datasets "huggingface-hub<1.0"
 
 HF_DIR is a transformers BERT folder. If it has no modules.json, the ST model is built
 from modules: Transformer(max_seq_length=--maxlen) + Pooling(--pooling) + Normalize.
@@ -23,9 +23,14 @@ every export is written inside that folder; nothing is fetched from the network.
 Backends (each a SentenceTransformer object):
   torch_fp32     backend="torch"
   onnx_fp32      backend="onnx" (exported by optimum to st_fp32/onnx/model.onnx)
+  onnx_o1, onnx_o2, onnx_o3
+                 export_optimized_onnx_model with optimum's O1 / O2 / O3 configurations
+                 (ONNX Runtime's graph optimizations: basic, + transformer fusions, + GELU
+                 approximation), onnx/model_O1.onnx ...
   onnx_int8      export_dynamic_quantized_onnx_model with the ORT config for this CPU
                  ("avx512_vnni" if the CPU has VNNI, else "avx512" if AVX-512F, else
                  "avx2"; "arm64" on ARM): dynamic quantisation, no calibration data
+  onnx_int8_avx2 the same with the "avx2" configuration (u8 weights; what most x86 CPUs run)
   openvino_fp32  backend="openvino" (st_fp32/openvino/openvino_model.xml)
   openvino_int8  export_static_quantized_openvino_model with OVQuantizationConfig(num_samples=n)
                  (static post-training quantisation by NNCF), calibrated on the first
@@ -49,6 +54,8 @@ to stderr (file descriptor 1 is redirected to 2 while working).
            -> {"backend": NAME, "seconds": wall seconds of model.encode over TEXTS_FILE, "n": count}
   {"cmd": "encode", "backend": NAME, "input": FILE, "output": OUT.npy, "batch_size": 64}
            -> {"ok": true, "output": OUT.npy}   (float32, rows in input order)
+  {"cmd": "latency", "backend": NAME, "n": 200}
+           -> {"backend": NAME, "ms": [wall ms of model.encode([text]) for each of the first n texts]}
   {"cmd": "quit"} -> exits 0 (so does end of input)
   anything that fails -> {"error": "message"}, and the worker keeps serving.
 Texts are read one per line (UTF-8; the line break is dropped) and encoded with
@@ -70,7 +77,8 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_var] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ALL_BACKENDS = ("torch_fp32", "onnx_fp32", "onnx_int8", "openvino_fp32", "openvino_int8")
+ALL_BACKENDS = ("torch_fp32", "onnx_fp32", "onnx_o1", "onnx_o2", "onnx_o3", "onnx_int8", "onnx_int8_avx2",
+                "openvino_fp32", "openvino_int8")
 CALIB_SAMPLES = 300
 OV_INT8_FILE = "openvino/openvino_model_qint8_quantized.xml"
 
@@ -178,11 +186,31 @@ class Backends:
             model.save(self.st_dir)  # persists onnx/model.onnx for later runs
         return model
 
-    def onnx_int8(self):
+    def optimized(self, level):
+        from sentence_transformers import export_optimized_onnx_model
+
+        rel = f"onnx/model_{level}.onnx"
+        if not os.path.exists(os.path.join(self.st_dir, rel)):
+            export_optimized_onnx_model(self.load("onnx", self.ort_kwargs()), level, self.st_dir)
+        return self.load("onnx", {**self.ort_kwargs(), "file_name": rel})
+
+    def onnx_o1(self):
+        return self.optimized("O1")
+
+    def onnx_o2(self):
+        return self.optimized("O2")
+
+    def onnx_o3(self):
+        return self.optimized("O3")
+
+    def onnx_int8_avx2(self):
+        return self.onnx_int8("avx2")
+
+    def onnx_int8(self, preset=None):
         from optimum.onnxruntime.configuration import AutoQuantizationConfig
         from sentence_transformers import export_dynamic_quantized_onnx_model
 
-        preset = cpu_quant_config()
+        preset = preset or cpu_quant_config()
         config = getattr(AutoQuantizationConfig, preset)(is_static=False)
         # ST names the file model_{weights dtype}_{preset}.onnx, e.g. model_quint8_avx2.onnx
         rel = f"onnx/model_{config.weights_dtype.name.lower()}_{preset}.onnx"
@@ -262,12 +290,19 @@ def handle(req: dict, models: dict, texts: list[str]):
     cmd = req.get("cmd")
     if cmd == "quit":
         return None
-    if cmd not in ("time", "encode"):
+    if cmd not in ("time", "encode", "latency"):
         raise ValueError(f"unknown cmd {cmd!r}")
     name = req.get("backend")
     if name not in models:
         raise ValueError(f"backend {name!r} not ready (ready: {sorted(models)})")
     batch_size = int(req.get("batch_size", 64))
+    if cmd == "latency":
+        ms = []
+        for text in texts[:int(req.get("n", 200))]:
+            t0 = time.perf_counter()
+            models[name].encode([text], batch_size=1, normalize_embeddings=True, show_progress_bar=False)
+            ms.append(1000 * (time.perf_counter() - t0))
+        return {"backend": name, "ms": ms}
     if cmd == "time":
         t0 = time.perf_counter()
         encode(models[name], texts, batch_size)

@@ -3,6 +3,14 @@
     python tasks/mirror_bert.py --data-dir ../shared/data --output runs/mirror     # --k 0: SimCSE (dropout only)
 
 The same job as `zoo mirror-bert` (zoo/jobs/mirror_bert.py).
+
+Recorded run (written by tools/results_pages.py from bench/results):
+<!-- generated: run mirror_bert -->
+    python tasks/mirror_bert.py --data-dir ../shared/data --output runs/mirror_bert --no-progress
+
+zero-shot test Spearman LCQMC 54.02 -> 50.51, BQ 41.36 -> 41.19, STS-B 50.85 -> 51.27; 32 min of training on 2 CPU
+cores (bench/results/runs/mirror_bert.json).
+<!-- /generated -->
 """
 
 import zoo

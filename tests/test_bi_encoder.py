@@ -191,17 +191,18 @@ ROLE_TEMPLATES = ["{}给{}打电话", "{}比{}高", "{}问{}", "{}教{}"]
 
 
 def word_order_task(folder, sizes=(64, 40, 40), seed=0):
-    """LCQMC-style files of role sentences ('A给B打电话'): a paraphrase adds 了 or 吗; a non-paraphrase has other
-    people. Every sentence has a word-order rewrite (B给A打电话)."""
+    """LCQMC-style files of role sentences ('A给B打电话'): a paraphrase adds 了; a non-paraphrase puts the same
+    people in another template, so that word order never decides a label. Every sentence has a word-order
+    rewrite (B给A打电话)."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     for split, n in zip(("train", "valid", "test"), sizes):
         lines = []
         for i in range(n):
-            template = ROLE_TEMPLATES[int(rng.integers(len(ROLE_TEMPLATES)))]
-            x, y, u, v = rng.choice(PEOPLE, 4, replace=False)
-            a = template.format(x, y)
-            b = template.format(x, y) + "了" if i % 2 else template.format(u, v)
+            t, u = rng.choice(len(ROLE_TEMPLATES), 2, replace=False)
+            x, y = rng.choice(PEOPLE, 2, replace=False)
+            a = ROLE_TEMPLATES[t].format(x, y)
+            b = a + "了" if i % 2 else ROLE_TEMPLATES[u].format(x, y)
             lines.append(f"{a}\t{b}\t{i % 2}\n")
         (folder / f"LCQMC.{split}.data").write_text("".join(lines), encoding="utf-8")
 
@@ -283,13 +284,15 @@ def tiny_job_flags(root):
             "--no-jit-compile", "--word-order-valid"]
 
 
+@pytest.mark.slow
 def test_word_order_negatives_teach_word_order_and_select_on_it(tmp_path):
-    """On role sentences (A给B打电话) a model trained without word-order negatives keeps scoring a sentence's
-    rewrite (B给A打电话) like a paraphrase; with --word-order-negatives (and the in-batch ranking) the WORDORDER
-    valid Spearman rises far above it. Selection is on the mean of the task's valid Spearman and WORDORDER's."""
+    """On role sentences (A给B打电话) whose labels never depend on word order, a model trained without word-order
+    negatives scores a sentence's rewrite (B给A打电话) like its paraphrase (WORDORDER valid Spearman far below 0);
+    with --word-order-negatives and the in-batch ranking it learns the order (far above). Selection is on the mean
+    of the task's valid Spearman and WORDORDER's."""
     from zoo.cli import main
 
-    flags = tiny_job_flags(tmp_path) + ["--epochs", "4"]
+    flags = tiny_job_flags(tmp_path) + ["--epochs", "6"]
     main(["train", "bi-encoder", *flags, "--output", str(tmp_path / "plain")])
     main(["train", "bi-encoder", *flags, "--word-order-negatives", "4", "--in-batch-weight", "0.5",
           "--output", str(tmp_path / "negatives")])
@@ -300,10 +303,11 @@ def test_word_order_negatives_teach_word_order_and_select_on_it(tmp_path):
         best = results["epochs"][results["best_epoch"]]
         assert results["word_order_valid_spearman"] == best["valid_WORDORDER_spearman"]
         assert results["valid_spearman"] == pytest.approx(best["valid_LCQMC_spearman"], abs=1e-6)
-    assert negatives["word_order_valid_spearman"] > plain["word_order_valid_spearman"] + 20, (
+    assert plain["word_order_valid_spearman"] < -30 < 30 < negatives["word_order_valid_spearman"], (
         plain["word_order_valid_spearman"], negatives["word_order_valid_spearman"])
 
 
+@pytest.mark.slow
 def test_the_recipe_runs_the_word_order_and_in_batch_flags_as_the_job(tmp_path):
     """tasks/train_bi_encoder.py with --word-order-negatives, --in-batch-weight and --word-order-valid gives the
     job's curve and scores."""

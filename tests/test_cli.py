@@ -104,6 +104,7 @@ def test_one_flag_vocabulary_and_old_spellings(caplog):  # parsing only: no setu
     assert new.tasks == ("LCQMC", "BQ")
 
 
+@pytest.mark.slow
 def test_bad_input_is_refused_before_anything_is_read_or_written(tiny_setup, tmp_path, capsys):
     from zoo.cli import main
     from zoo.data import read_pairs
@@ -134,6 +135,7 @@ def test_bad_input_is_refused_before_anything_is_read_or_written(tiny_setup, tmp
     assert code == 2 and "LCQMC.train.data: no sentence pairs" in err and "zero-size" not in err, err
 
 
+@pytest.mark.slow
 def test_encode_takes_a_column_of_a_tsv_and_warns_about_tabs(tiny_setup, tmp_path, capsys):
     import zoo
     from zoo.cli import main
@@ -181,6 +183,7 @@ def run_tiny_job(tiny_setup, output, *extra, timeout=600):
                        output, *extra, timeout=timeout, env={"TF_CPP_MIN_LOG_LEVEL": ""})
 
 
+@pytest.mark.slow
 def test_a_tiny_job_prints_only_its_own_lines_and_its_results_name_the_kept_epoch(tiny_setup, tmp_path):
     done = run_tiny_job(tiny_setup, tmp_path / "run", "--limit-train", "64", "--limit-eval", "40")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -199,6 +202,7 @@ def test_a_tiny_job_prints_only_its_own_lines_and_its_results_name_the_kept_epoc
     assert again.returncode == 0 and "holds a finished run" in again.stderr and "resuming" not in again.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_the_step_and_exits_130_in_one_line(tiny_setup, tmp_path):
     """SIGINT while steps run: the step is saved, one line names the rerun command, the process exits 130 within a
     few seconds; the rerun resumes at the saved step and finishes."""

@@ -19,6 +19,8 @@ from test_training import save_tiny_preset, write_synthetic_task
 from zoo import distribute
 from zoo.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # several processes and simulated devices, each importing JAX or TensorFlow
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Runs the zoo command in a fresh process: with TF_CPU_DEVICES=N the CPU is split into N logical TensorFlow devices

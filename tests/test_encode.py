@@ -158,6 +158,8 @@ def test_zoo_encode_runs_auto_by_default_and_records_its_choice(setup, tmp_path,
     assert caplog.text.count("precision auto:") == 1
     [info] = (tmp_path / "cache").glob("onnx/*/info.json")
     [record] = json.loads(info.read_text())["auto"].values()
+    # int8 quantizes activations per batch (scales from the batch's own range): batches made of other rows give
+    # vectors that differ in the 4th decimal; the float paths agree to rounding
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), encoder.encode(texts, precision=record["choice"]),
-                               atol=1e-6)
+                               atol=1e-3 if record["choice"] == "int8" else 1e-6)
     inference.forget(encoder)

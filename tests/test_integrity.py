@@ -23,6 +23,8 @@ import zoo
 from conftest import tiny_sentence_encoder
 from zoo.errors import ZooError
 
+pytestmark = pytest.mark.slow  # kills and resumes jobs, damages every file format
+
 DAMAGES = ["truncated", "flipped", "empty", "missing", "wrong_json"]
 
 

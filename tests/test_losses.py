@@ -123,3 +123,56 @@ def test_in_batch_loss_with_matryoshka_dims_sums_over_truncations():
     assert float(loss(zeros, emb)) == pytest.approx(sum(parts), rel=1e-5)
     assert float(InBatchSoftmaxLoss(0.04)(zeros, emb)) == pytest.approx(parts[-1], rel=1e-5)
     assert InBatchSoftmaxLoss.from_config(loss.get_config()).matryoshka_dims == (4, 8, 16)
+
+
+def np_multiple_negatives_ranking(embeddings, anchor_weights, scale=20.0):
+    """Reference: for each anchor a_i (weight 1) softmax over cos(a_i, b_j) of every pair j, target j = i."""
+    z = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    a, b = z[0::2], z[1::2]
+    total = 0.0
+    for i, w in enumerate(anchor_weights):
+        logits = scale * (b @ a[i])
+        total += w * (np.log(np.exp(logits).sum()) - logits[i])
+    return total / max(sum(anchor_weights), 1.0)
+
+
+def test_multiple_negatives_ranking_matches_numpy():
+    """Only anchors (paraphrase pairs) count; the b's of every pair, non-paraphrases included, are candidates."""
+    from zoo.losses import multiple_negatives_ranking_loss
+
+    rng = np.random.default_rng(2)
+    e = rng.normal(size=(10, 8)).astype("float32")
+    w = np.array([1, 0, 1, 1, 0], "float32")
+    assert as_np(multiple_negatives_ranking_loss(e, w)) == pytest.approx(np_multiple_negatives_ranking(e, w), rel=1e-5)
+    assert as_np(multiple_negatives_ranking_loss(e, w, scale=5.0)) == pytest.approx(
+        np_multiple_negatives_ranking(e, w, 5.0), rel=1e-5)
+    assert as_np(multiple_negatives_ranking_loss(e, np.zeros(5, "float32"))) == 0.0  # no anchor
+    # anchor 0 with its own b equal to it: near-zero loss; a candidate as close as its b (a hard negative) adds
+    # about log 2
+    easy = e.copy()
+    easy[1] = e[0]
+    hard = easy.copy()
+    hard[3] = e[0] + 1e-3
+    one = np.array([1, 0, 0, 0, 0], "float32")
+    assert as_np(multiple_negatives_ranking_loss(easy, one)) < 0.1
+    assert as_np(multiple_negatives_ranking_loss(hard, one)) == pytest.approx(
+        np.log(2) + as_np(multiple_negatives_ranking_loss(easy, one)), abs=0.02)
+
+
+def test_cosent_in_batch_loss_is_cosent_plus_weighted_ranking():
+    """y_true [B, 2] (label, anchor flag), y_pred the [2B, d] embeddings: CoSENT of the pair cosines on the labels
+    plus weight x the ranking loss on the anchor flags; weight 0 is CoSENT alone; survives serialisation."""
+    import keras
+
+    from zoo.losses import CoSENTInBatchLoss
+
+    rng = np.random.default_rng(3)
+    e = rng.normal(size=(8, 6)).astype("float32")
+    z = e / np.linalg.norm(e, axis=1, keepdims=True)
+    cos = np.sum(z[0::2] * z[1::2], axis=1)
+    y = np.array([[1, 1], [0, 0], [5, 1], [2, 0]], "float32")  # the anchor flag is not derived from the label
+    expected = np_cosent(y[:, 0], cos) + 0.5 * np_multiple_negatives_ranking(e, y[:, 1])
+    assert float(CoSENTInBatchLoss(0.5)(y, e)) == pytest.approx(expected, rel=1e-5)
+    assert float(CoSENTInBatchLoss(0.0)(y, e)) == pytest.approx(np_cosent(y[:, 0], cos), rel=1e-5)
+    restored = keras.losses.deserialize(keras.losses.serialize(CoSENTInBatchLoss(0.5, in_batch_scale=10.0)))
+    assert (restored.weight, restored.in_batch_scale) == (0.5, 10.0)

@@ -13,6 +13,8 @@ from conftest import CJK_CHARS, require_module, tiny_sentence_encoder
 from zoo.jobs.search import IndexBuildConfig, SearchConfig, build_milvus, search
 from zoo.retrieval import SemanticIndex
 
+pytestmark = pytest.mark.slow  # Milvus Lite starts a server process per collection
+
 require_module("pymilvus", "pip install 'pymilvus[milvus_lite]'")
 require_module("milvus_lite", "pip install milvus-lite")
 

@@ -16,6 +16,8 @@ from zoo.export import export_saved_model
 from zoo.retrieval import SemanticIndex
 from zoo.serving import ModelServer, ServeConfig
 
+pytestmark = pytest.mark.slow  # exports four models and starts servers
+
 openai = require_module("openai", "pip install openai")
 
 KEY = "sk-zoo-test"

@@ -17,6 +17,8 @@ from conftest import require_module, tiny_sentence_encoder
 from zoo.export import export_saved_model
 from zoo.serving import Batcher, ModelServer, ServedModel, find_version
 
+pytestmark = pytest.mark.slow  # exports a model and starts a server
+
 grpc = require_module("grpc", "pip install grpcio")
 apis = require_module("tensorflow_serving.apis", "pip install tensorflow-serving-api")
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,  # noqa: E402

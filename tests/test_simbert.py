@@ -190,17 +190,18 @@ def test_ranking_puts_edits_beyond_particles_that_keep_the_meaning_first(simbert
 
     class Decoder:  # fixed samples: the ranking alone is under test
         def random_sample(self, text, n, **kwargs):
-            return [simbert.tokenizer.encode(t)[0][1:-1] for t in ("今天天气很好了", "今天天气不好", "天气好")]
+            return [simbert.tokenizer.encode(t)[0][1:-1] for t in ("天气很好了", "天气不好", "天气好")]
 
     monkeypatch.setattr(type(simbert), "decoder", lambda self, use_cache=True, maxlen=None: Decoder())
-    by_cosine = simbert.gen_synonyms("今天天气很好", n=3, k=3, rank="cosine")
+    by_cosine = simbert.gen_synonyms("天气很好", n=3, k=3, rank="cosine")
     assert [s for _, s in by_cosine] == sorted((s for _, s in by_cosine), reverse=True)
-    assert simbert.paraphrase_cosine is None and simbert.gen_synonyms("今天天气很好", n=3, k=3) == by_cosine
+    assert simbert.paraphrase_cosine is None and simbert.gen_synonyms("天气很好", n=3, k=3) == by_cosine
     floor = min(s for _, s in by_cosine) - 1e-6  # every candidate keeps the meaning: edits first
-    ranked = simbert.gen_synonyms("今天天气很好", n=3, k=3, min_similarity=floor)
-    assert ranked[-1][0] == "今天天气很好了" and sorted(ranked) == sorted(by_cosine)
+    ranked = simbert.gen_synonyms("天气很好", n=3, k=3, min_similarity=floor)
+    assert ranked[-1][0] == "天气很好了" and sorted(ranked) == sorted(by_cosine)
+    assert simbert.gen_synonyms("天气很好", n=3, k=3, min_similarity=1.1) == by_cosine  # none keeps it: cosine
     with pytest.raises(ValueError, match="rank must be"):
-        simbert.gen_synonyms("今天天气很好", rank="length")
+        simbert.gen_synonyms("天气很好", rank="length")
     pairs = zoo.data.PairDataset(["今天天气很好", "今天天气很好"], ["今天天气不好", "我们在中国"], np.array([1, 0]))
     threshold, accuracy = simbert.fit_paraphrase_cosine(pairs)
     assert simbert.paraphrase_cosine == threshold and 0.5 <= accuracy <= 1.0

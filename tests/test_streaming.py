@@ -18,6 +18,8 @@ from zoo.errors import ConfigError, DataError
 from zoo.train import PairBatches, StreamingPairBatches
 
 
+pytestmark = pytest.mark.slow  # trains from streamed files
+
 def split_into_files(source, folder, parts=3):
     """The pairs of ``source`` in ``parts`` files (the middle one gzipped) under ``folder``; returns the lines."""
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -82,7 +84,7 @@ def test_length_buckets_pad_less_and_limit_cuts(tmp_path, tokenizer):
     assert limited.n == 100 and sum(len(y) for _, _, y in limited.epoch(0, 0)) == 100
 
 
-def test_bad_streamed_input_is_named(tmp_path, tokenizer):
+def test_bad_streamed_input_is_named(tmp_path, tokenizer, tiny_setup):  # noqa: F811
     bad = tmp_path / "bad.data.gz"
     bad.write_bytes(gzip.compress("甲\t乙\t1\n丙\t丁\n".encode("utf-8")))
     with pytest.raises(DataError, match=r"bad.data.gz, line 2: expected 3 TAB-separated fields"):
@@ -93,7 +95,7 @@ def test_bad_streamed_input_is_named(tmp_path, tokenizer):
     with pytest.raises(ConfigError, match="no training pairs"):
         StreamingPairBatches(tokenizer, [tmp_path / "empty.data"], 4, 16)
     with pytest.raises(ConfigError, match="--stream / --train-files train one task"):
-        config(tmp_path, tmp_path / "x", tasks=("LCQMC", "BQ"), stream=True)
+        config(tiny_setup, tmp_path / "x", tasks=("LCQMC", "BQ"), stream=True)
 
 
 def test_bi_encoder_job_trains_from_streamed_files(tiny_setup, tmp_path):  # noqa: F811

@@ -4,6 +4,7 @@ batching/padding, decode, simplified vocabularies, speed."""
 from __future__ import annotations
 
 import random
+import json
 import re
 import string
 import unicodedata
@@ -548,3 +549,19 @@ def test_a_preset_vocabulary_is_checked_against_its_manifest(tmp_path, tiny_tok)
             vocab.unlink()
         with pytest.raises(CheckpointError, match=re.escape(str(vocab))):
             zoo.Tokenizer.from_preset(folder)
+
+
+def test_a_tokenizer_saved_into_a_preset_joins_its_manifest(tmp_path, tiny_tok):
+    """A backbone saved alone, then its tokenizer into the same folder: the vocabulary is still checked at load."""
+    from zoo.errors import CheckpointError
+
+    backbone = zoo.BertBackbone(tiny_tok.vocab_size, 1, 2, 8, 16, max_sequence_length=16)
+    backbone.save_to_preset(tmp_path / "p")
+    tiny_tok.save_to_preset(tmp_path / "p")
+    files = json.loads((tmp_path / "p" / "zoo_config.json").read_text())["files"]
+    assert {"vocab.txt", "tokenizer_config.json", "model.weights.h5"} <= set(files)
+    assert zoo.Tokenizer.from_preset(tmp_path / "p").vocab == tiny_tok.vocab
+    vocab = tmp_path / "p" / "vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8").replace("\n", "\n\n", 1), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="vocab.txt"):
+        zoo.Tokenizer.from_preset(tmp_path / "p")

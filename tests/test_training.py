@@ -18,6 +18,8 @@ from conftest import CJK_CHARS
 from zoo.jobs.bi_encoder import BiEncoderConfig as TrainConfig, run as train_bi_encoder
 from zoo.presets import save_preset
 
+pytestmark = pytest.mark.slow  # every test trains a model or runs a job
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -276,9 +278,9 @@ def test_limit_eval_and_one_valid_pass_per_evaluation(tiny_setup, tmp_path, monk
     calls = []
     original = zoo.SentenceEncoder.similarity_pairwise
 
-    def counting(self, a, b, batch_size=64):
+    def counting(self, a, b, batch_size=64, **kwargs):
         calls.append(len(a))
-        return original(self, a, b, batch_size)
+        return original(self, a, b, batch_size, **kwargs)
 
     monkeypatch.setattr(zoo.SentenceEncoder, "similarity_pairwise", counting)
     results = train_bi_encoder(config(tiny_setup, tmp_path / "run", epochs=1, limit_eval=50))

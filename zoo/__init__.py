@@ -57,6 +57,8 @@ def __getattr__(name):
     else:
         raise AttributeError(f"module 'zoo' has no attribute {name!r}")
     setattr(_sys.modules[__name__], name, value)
+    if "keras" in _sys.modules:
+        _keras_registration.register_when_ready()
     return value
 
 

@@ -188,6 +188,9 @@ def span_mask(text, k=5, min_chars=30, rng=None):
     return text[:i] + "[MASK]" + text[i + k:]
 
 
+WORD_ORDER = "WORDORDER"  # the name of the word-order valid set (``word_order_pairs`` of LCQMC valid)
+
+
 def word_order_pairs(dataset, seed=0):
     """A word-order test set from a 0/1 pair set (a ``zoo.data.PairDataset``): its paraphrase pairs (a, b, 1), and
     (a, word_order_rewrite(a, seed), 0) for each of their a's that has a rewrite."""

@@ -30,14 +30,19 @@ from typing import Callable
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from .errors import ConfigError
+from .errors import ConfigError, require
 from .losses import l2_normalize
 from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
 from .paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
 from .inference import bfloat16_copy
 from .tokenizer import SPECIAL_TOKENS
+
+
+
+def tf_text():
+    """tensorflow_text, the SavedModel's in-graph tokenizer (the serve extra; an ONNX export does not need it)."""
+    return require("tensorflow_text", "serve", "exporting a SavedModel (its in-graph tokenizer)")
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 SIGNATURES = ("text", "ids", "tokenize")
@@ -117,7 +122,7 @@ class GraphTokenizer(tf.Module):
             tf.lookup.KeyValueTensorInitializer(list(replacements), list(replacements.values())), "")
         specials = [t for t in SPECIAL_TOKENS if t in tokenizer.token_to_id_map]
         self._specials = "|".join(re.escape(t) for t in specials)
-        self.wordpiece = tf_text.FastWordpieceTokenizer(
+        self.wordpiece = tf_text().FastWordpieceTokenizer(
             tokenizer.vocab, token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True,
             max_bytes_per_word=4 * self.max_chars + 4)
 
@@ -134,7 +139,7 @@ class GraphTokenizer(tf.Module):
         # special tokens ([CLS], [MASK], ...) written in the text are matched first, on the raw text;
         # regex_split stops at NUL, so NUL (removed by the normaliser anyway) becomes \x01 (removed too)
         text = tf.strings.regex_replace(text, "\\x00", "\x01")
-        segments = tf_text.regex_split(text, self._specials, self._specials)
+        segments = tf_text().regex_split(text, self._specials, self._specials)
         flat = segments.flat_values
         special = tf.strings.regex_full_match(flat, self._specials)
         words = tf.strings.split(self.normalize(tf.where(special, "", flat)))  # [segment, word]

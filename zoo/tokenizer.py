@@ -9,7 +9,6 @@ padding are done here.
 from __future__ import annotations
 
 import gc
-import itertools
 import json
 import os
 import re
@@ -18,7 +17,8 @@ import unicodedata
 import numpy as np
 
 from .errors import CheckpointError, MissingFileError
-from .paths import PRESET_CONFIG, TOKENIZER_CONFIG, VOCAB_FILE, check_manifest, read_json_file, resolve
+from .paths import (PRESET_CONFIG, TOKENIZER_CONFIG, VOCAB_FILE, check_manifest, file_manifest, read_json_file,
+                    resolve, write_json_atomic, write_text_atomic)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BUCKET = 8  # the padding policy: batches are padded to a multiple of this many tokens (few shapes for XLA)
@@ -257,20 +257,21 @@ class Tokenizer:
                 gc.enable()
 
     def pad(self, rows, pad_to=None):
-        """(token_ids, segment_ids) rows -> dict of padded int32 arrays (filled in one vectorized step each)."""
-        lengths = np.fromiter((len(r[0]) for r in rows), np.int64, count=len(rows))
-        length = int(lengths.max(initial=0))
+        """(token_ids, segment_ids) rows -> dict of padded int32 arrays."""
+        length = max((len(r[0]) for r in rows), default=0)
         if pad_to is not None:
             if pad_to < length:
                 raise ValueError(f"pad_to={pad_to} is shorter than the longest row ({length} tokens)")
             length = pad_to
-        real = np.arange(length) < lengths[:, None]  # row-major, as the concatenated rows
-        total = int(lengths.sum())
         token_ids = np.full((len(rows), length), self.pad_id, dtype="int32")
-        token_ids[real] = np.fromiter(itertools.chain.from_iterable(r[0] for r in rows), np.int32, count=total)
         segment_ids = np.zeros((len(rows), length), dtype="int32")
-        segment_ids[real] = np.fromiter(itertools.chain.from_iterable(r[1] for r in rows), np.int32, count=total)
-        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": real.astype("int32")}
+        padding_mask = np.zeros((len(rows), length), dtype="int32")
+        for i, (ids, segs) in enumerate(rows):
+            n = len(ids)
+            token_ids[i, :n] = ids
+            segment_ids[i, :n] = segs
+            padding_mask[i, :n] = 1
+        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
     # ---------------------------------------------------------------- decoding
     def decode(self, ids):
@@ -304,15 +305,21 @@ class Tokenizer:
         self.save_to_preset(directory)
 
     def save_to_preset(self, directory):
-        """Write ``vocab.txt`` and ``tokenizer_config.json`` (transformers-compatible) into ``directory``;
-        ``Tokenizer.from_preset(directory)`` reads them back."""
+        """Write ``vocab.txt`` and ``tokenizer_config.json`` (transformers-compatible) into ``directory``, each
+        atomically; ``Tokenizer.from_preset(directory)`` reads them back. Into a zoo preset folder (a model saved
+        there first), the two files join its sha256 manifest, so they are checked at every load as the weights are."""
         os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as f:
-            f.write("\n".join(self.vocab) + "\n")
+        write_text_atomic(os.path.join(directory, VOCAB_FILE), "\n".join(self.vocab) + "\n")
         config = {"do_lower_case": self.do_lower_case, "tokenizer_class": "BertTokenizer",
                   "max_input_chars_per_word": self.max_input_chars_per_word}
-        with open(os.path.join(directory, TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=1)
+        write_json_atomic(os.path.join(directory, TOKENIZER_CONFIG), config)
+        preset_config = os.path.join(directory, PRESET_CONFIG)
+        if os.path.exists(preset_config):
+            preset = read_json_file(preset_config, "a zoo preset's config")
+            if isinstance(preset.get("files"), dict):
+                preset["files"].update(file_manifest(directory, exclude=set(os.listdir(directory)) - {
+                    VOCAB_FILE, TOKENIZER_CONFIG}))
+                write_json_atomic(preset_config, preset)
 
 
 def _check_text(text, index=None):

@@ -59,6 +59,21 @@ class Run:
         return None if self.best is None else self.best["epoch"]
 
 
+_WATCHERS = []  # Keras callbacks that ``watching`` adds to every fit
+
+
+@contextlib.contextmanager
+def watching(*callbacks):
+    """Inside the block every ``fit`` -- the ones inside a job's ``run`` too -- also runs these Keras callbacks; a
+    callback's ``on_batch_data(step, inputs)``, if it has one, sees each batch's inputs as they are produced (e.g. a
+    step timer that counts padded tokens: ``tools/gpu_run.py``)."""
+    _WATCHERS.extend(callbacks)
+    try:
+        yield
+    finally:
+        del _WATCHERS[len(_WATCHERS) - len(callbacks):]
+
+
 def metric_key(evaluator, name):
     return f"{evaluator.name}_{name}" if evaluator.name else name
 
@@ -105,7 +120,7 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         with stop_on_sigint() as interrupt:
             checkpoint.interrupt = end.interrupt = interrupt
             trainer.fit(data, steps_per_epoch=steps, initial_epoch=epoch, epochs=epoch + 1, verbose=0,
-                        shuffle=False, callbacks=[*zoo_callbacks, *callbacks])
+                        shuffle=False, callbacks=[*zoo_callbacks, *callbacks, *_WATCHERS])
         if interrupt.is_set():
             raise TrainingInterrupted(output, epoch + 1, state["step"])
         save_training_state(state_dir, trainer, state, dist)
@@ -156,6 +171,9 @@ def epoch_input(batches, seed, epoch, start, sizes, dist=None):
     def produce():
         for step, x, y in batches.epoch(seed, epoch, start):
             sizes[step] = len(y)
+            for watcher in _WATCHERS:
+                if hasattr(watcher, "on_batch_data"):
+                    watcher.on_batch_data(step, x)
             parts = dist.shard(x, y)
             if not parts:
                 log.warning("epoch %d, step %d: %d examples cannot be split over %d devices; skipped", epoch + 1,

@@ -1,0 +1,304 @@
+"""Fused ONNX Runtime graphs (zoo.fused_onnx): parity with the Keras model for every graph and pooling, int8 on the
+fused ops, precision "auto" (its measurement, its rules, its record), the graph cache, and an ONNX export served
+behind the same APIs as a SavedModel."""
+
+import gzip
+import json
+import logging
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from conftest import random_batch, require_module, synthetic_vocab
+from zoo import inference
+
+ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
+onnx = require_module("onnx", "pip install 'zoo[onnx]'")
+from zoo.fused_onnx import fused_graph  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TOLERANCE = 1e-5  # tiny models: float32 round-off is ~1e-6 (zoo-embed-zh-L4 is held to auto's 1e-4 below)
+TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不知道。", "我们在中国" * 40, "好", "中国人民", "bert 和 keras"]
+VOCAB = synthetic_vocab()
+TOKENIZER = zoo.Tokenizer(VOCAB)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    """Each test: its own graph cache, and auto deciding for itself (conftest pins ZOO_PRECISION=fp32)."""
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ZOO_PRECISION", raising=False)
+    monkeypatch.setattr(inference, "accelerator", lambda: None)  # the same rules on a machine with a GPU
+    return tmp_path / "cache"
+
+
+def tiny_backbone(seed=0, **kwargs):
+    """A random 2-layer backbone with every weight perturbed (LayerNorm at 1/0 and zero biases would hide a
+    mistake) and LayerNorm epsilon 1e-3, so that a graph ignoring the model's epsilon shows."""
+    keras.utils.set_random_seed(seed)
+    backbone = zoo.BertBackbone(len(VOCAB), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0,
+                                layer_norm_epsilon=1e-3, **kwargs)
+    rng = np.random.default_rng(seed)
+    for w in backbone.weights:
+        w.assign(w.numpy() + rng.normal(0, 0.1, w.shape).astype("float32"))
+    return backbone
+
+
+def run_graph(graph, batch):
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {k: np.asarray(batch[k], "int32") for k in inference.ID_INPUTS})[0]
+
+
+def ops_of(graph):
+    return {n.op_type for n in graph.graph.node}
+
+
+BATCH = random_batch(len(VOCAB), lengths=(16, 12, 7, 3, 1 + 1), seq_len=16)  # right padding, segments 0 and 1
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_new", "relu"])
+@pytest.mark.parametrize("pooling", ["cls", "mean", "first-last-avg", "pooler"])
+def test_sentence_encoder_graph_equals_keras(pooling, activation):
+    encoder = zoo.SentenceEncoder(tiny_backbone(activation=activation,
+                                                output_hidden_states=pooling == "first-last-avg"),
+                                  TOKENIZER, pooling=pooling, maxlen=32)
+    graph = fused_graph(encoder)
+    want = np.asarray(encoder.predict_on_batch(BATCH))
+    got = run_graph(graph, BATCH)
+    assert got.shape == want.shape == (5, 32)
+    assert np.abs(got - want).max() <= TOLERANCE, np.abs(got - want).max()
+    fused = {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization"}
+    assert fused <= ops_of(graph) and not ops_of(graph) & {"LayerNormalization", "Softmax", "Erf", "Transpose"}
+    assert ("BiasGelu" in ops_of(graph)) == (activation == "gelu") and ("FastGelu" in ops_of(graph)) == (
+        activation == "gelu_new")
+    # [CLS] pooling: the last layer runs its query and feed-forward for position 0 only
+    assert ("MultiHeadAttention" in ops_of(graph)) == (pooling in ("cls", "pooler"))
+    served = run_graph(fused_graph(encoder, served=True), BATCH)
+    np.testing.assert_allclose(served, want / np.linalg.norm(want, axis=1, keepdims=True), atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("head,zero_segments", [("softmax", False), ("cosent", False), ("softmax", True)])
+def test_cross_encoder_graph_equals_keras(head, zero_segments):
+    scorer = zoo.CrossEncoder(tiny_backbone(seed=1), TOKENIZER, head=head, maxlen=32, zero_segments=zero_segments)
+    want = np.asarray(scorer.predict_on_batch(
+        {**BATCH, "segment_ids": np.zeros_like(BATCH["segment_ids"])} if zero_segments else BATCH))
+    assert np.abs(run_graph(fused_graph(scorer), BATCH) - want).max() <= TOLERANCE
+    pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
+    ids = TOKENIZER([a for a, _ in pairs], [b for _, b in pairs], maxlen=32)  # segments 0/1: zeroed in the graph
+    np.testing.assert_allclose(run_graph(fused_graph(scorer, served=True), ids),
+                               scorer.predict(pairs, precision="fp32"), atol=TOLERANCE)
+    np.testing.assert_allclose(scorer.predict(pairs, precision="onnx-fp32"), scorer.predict(pairs, precision="fp32"),
+                               atol=TOLERANCE)
+
+
+def test_simbert_retrieval_graph_equals_keras():
+    sim = zoo.SimBERT(tiny_backbone(seed=2, with_mlm=True, pooler_activation="linear"), TOKENIZER, maxlen=32)
+    want = np.asarray(sim.encoder.predict_on_batch(BATCH))
+    assert np.abs(run_graph(fused_graph(sim), BATCH) - want).max() <= TOLERANCE
+    ids = TOKENIZER(TEXTS, maxlen=32)
+    np.testing.assert_allclose(run_graph(fused_graph(sim, served=True), ids), sim.encode(TEXTS, precision="fp32"),
+                               atol=TOLERANCE)
+    np.testing.assert_allclose(sim.encode(TEXTS, precision="onnx-fp32"), sim.encode(TEXTS, precision="fp32"),
+                               atol=TOLERANCE)
+
+
+def test_unsupported_models_are_refused():
+    with pytest.raises(TypeError, match="no fused graph for a BertBackbone"):
+        fused_graph(tiny_backbone())
+    half = zoo.SentenceEncoder(zoo.BertBackbone(len(VOCAB), 1, 2, 32, 64, dtype="bfloat16"), TOKENIZER)
+    with pytest.raises(ValueError, match="float32 models"):
+        fused_graph(half)
+
+
+def lcqmc_texts(n):
+    with gzip.open(REPO / "data" / "LCQMC" / "LCQMC.test.data.gz", "rt", encoding="utf-8") as f:
+        return [s for line, _ in zip(f, range(n // 2)) for s in line.rstrip("\n").split("\t")[:2]]
+
+
+@pytest.mark.slow
+def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
+    """zoo-embed-zh-L4 (first-last-avg) on 1,000 LCQMC test texts: the fused graph equals Keras within 1e-4 (raw
+    vectors); int8 runs the quantized fused ops, close to fp32 but not equal."""
+    encoder = zoo.from_preset("zoo-embed-zh-L4")
+    texts = lcqmc_texts(1000)
+    rows = [encoder.tokenizer.assemble(p, None, encoder.maxlen) for p in encoder.tokenizer.piece_ids(texts)]
+    keras_out = encoder.predict_rows(rows, precision="fp32")
+    fused = encoder.predict_rows(rows, precision="onnx-fp32")
+    assert fused.shape == (1000, 256) and np.abs(fused - keras_out).max() <= inference.PARITY_TOLERANCE
+    int8 = encoder.encode(texts, precision="int8")
+    cosines = np.sum(int8 * encoder.encode(texts, precision="fp32"), axis=1)
+    assert cosines.min() > 0.99 and cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())
+    folder, _ = inference.cached_graphs(encoder)
+    quantized = ops_of(onnx.load(str(Path(folder) / inference.ONNX_FILES["int8"])))
+    assert {"QAttention", "MatMulInteger", "EmbedLayerNormalization", "SkipLayerNormalization"} <= quantized
+    assert "Attention" not in quantized  # every attention block runs in int8
+
+
+def tiny_encoder(seed=3, pooling="mean"):
+    return zoo.SentenceEncoder(tiny_backbone(seed=seed, output_hidden_states=pooling == "first-last-avg"),
+                               TOKENIZER, pooling=pooling, maxlen=32)
+
+
+def test_auto_measures_once_records_logs_and_follows_the_weights(fresh_cache, monkeypatch, caplog):
+    encoder = tiny_encoder()
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        vectors = encoder.encode(TEXTS)
+    choice = inference._RUNNERS[encoder]["auto"]
+    assert choice in ("fp32", "onnx-fp32", "int8") and f"precision auto: {choice}" in caplog.text
+    np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
+    [info_path] = fresh_cache.glob("onnx/*/info.json")
+    [record] = json.loads(info_path.read_text())["auto"].values()
+    assert record["choice"] == choice and record["parity_max_abs_diff"] <= inference.PARITY_TOLERANCE
+    assert set(record["spearman"]) == {"onnx-fp32", "int8"} and {"fp32", "onnx-fp32"} <= set(record["seconds"])
+    assert record["probe"] == "first 500 pairs of LCQMC valid"
+    # another model with the same weights reads the recorded choice: nothing is measured again
+    twin = zoo.SentenceEncoder.from_config(encoder.get_config())
+    twin.set_weights(encoder.get_weights())
+    twin.tokenizer = TOKENIZER
+    monkeypatch.setattr(inference, "measure", lambda model: pytest.fail("measured again"))
+    np.testing.assert_array_equal(twin.encode(TEXTS), vectors)
+    # new weights: new graphs (the runners follow), measured again
+    encoder.set_weights([w + 0.05 for w in encoder.get_weights()])
+    with pytest.raises(pytest.fail.Exception, match="measured again"):
+        encoder.encode(TEXTS)
+    np.testing.assert_allclose(encoder.encode(TEXTS, precision="onnx-fp32"), encoder.encode(TEXTS, precision="fp32"),
+                               atol=TOLERANCE)
+    assert len(list(fresh_cache.glob("onnx/*/info.json"))) == 2
+
+
+def test_auto_rules(monkeypatch):
+    encoder = tiny_encoder(seed=4)
+    record = inference.measure(encoder)
+    assert set(record["seconds"]) == {"fp32", "onnx-fp32", "int8"}  # int8 is close on the probe: all are timed
+    assert record["choice"] == min(record["seconds"], key=record["seconds"].get)  # the fastest
+    monkeypatch.setattr(inference, "MAX_SPEARMAN_LOSS", -1.0)  # int8 always loses too much: a float path
+    record = inference.measure(encoder)
+    assert "int8" not in record["seconds"] and record["choice"] in ("fp32", "onnx-fp32"), record
+    monkeypatch.setattr(inference, "PARITY_TOLERANCE", -1.0)  # the graph never matches Keras: Keras itself
+    assert inference.measure(encoder)["choice"] == "fp32"
+    monkeypatch.setattr(inference, "probe_pairs", lambda: None)  # no labelled probe (a wheel): int8 unmeasured
+    monkeypatch.setattr(inference, "PARITY_TOLERANCE", 1e-4)
+    record = inference.measure(encoder)
+    assert set(record["seconds"]) == {"fp32", "onnx-fp32"} and "int8 not measured" in record["reason"]
+
+    def fresh():  # a model auto has not decided for yet
+        inference.forget(encoder)
+        return inference.choose(encoder)
+
+    monkeypatch.setenv("ZOO_PRECISION", "int8")
+    assert fresh() == "int8"
+    monkeypatch.setenv("ZOO_PRECISION", "fp64")
+    with pytest.raises(ValueError, match="ZOO_PRECISION must be one of"):
+        fresh()
+    monkeypatch.delenv("ZOO_PRECISION")
+    monkeypatch.setattr(inference, "accelerator", lambda: "GPU")
+    assert fresh() == "fp32"
+    monkeypatch.setattr(inference, "accelerator", lambda: None)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    assert fresh() == "fp32"
+    with pytest.raises(ImportError, match=r"pip install 'zoo\[onnx\]'"):
+        encoder.encode(TEXTS, precision="int8")
+
+
+def test_auto_for_a_cross_encoder_scores_the_probe_pairs(fresh_cache):
+    scorer = zoo.CrossEncoder(tiny_backbone(seed=8), TOKENIZER, head="cosent", maxlen=32)
+    pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
+    scores = scorer.predict(pairs)  # precision auto: measured on the probe pairs, recorded
+    [info] = fresh_cache.glob("onnx/*/info.json")
+    [record] = json.loads(info.read_text())["auto"].values()
+    assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"}
+    assert record["choice"] == min(record["seconds"], key=record["seconds"].get)
+    np.testing.assert_array_equal(scores, scorer.predict(pairs, precision=record["choice"]))
+
+
+def test_a_damaged_cache_is_rebuilt(fresh_cache, caplog):
+    encoder = tiny_encoder(seed=5)
+    want = encoder.encode(TEXTS, precision="int8")
+    [folder] = [p.parent for p in fresh_cache.glob("onnx/*/info.json")]
+    damaged = folder / inference.ONNX_FILES["int8"]
+    damaged.write_bytes(damaged.read_bytes()[:-100])  # truncated
+    inference.forget(encoder)
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
+    assert "damaged ONNX cache, rebuilt" in caplog.text and "model.int8.onnx" in caplog.text
+    (folder / inference.CACHE_INFO).write_text("{not json", encoding="utf-8")
+    inference.forget(encoder)
+    np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
+    assert json.loads((folder / inference.CACHE_INFO).read_text())["format"] == "zoo-fused-onnx"
+
+
+# ---------------------------------------------------------------------------------- served ONNX exports
+@pytest.mark.slow
+def test_an_onnx_export_is_served_like_the_saved_model(tmp_path):
+    """`zoo export --format onnx` (fp32) served by zoo serve: REST and gRPC answers, the tokenize and ids
+    signatures and the metadata as for the SavedModel of the same model; bad ids get 400."""
+    require_module("tensorflow_serving.apis", "pip install tensorflow-serving-api")
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    import grpc
+    from test_serving import predict, request
+    from zoo.cli import main as cli
+    from zoo.serving import ModelServer
+
+    encoder = tiny_encoder(seed=6, pooling="cls")
+    encoder.save(str(tmp_path / "enc.keras"))
+    for fmt in ("saved_model", "onnx"):
+        assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(tmp_path / fmt), "--format", fmt,
+                    "--quantize", "none"]) == 0
+    manifest = json.loads((tmp_path / "onnx" / "default" / "1" / "zoo_manifest.json").read_text())
+    assert manifest["format"] == "zoo-onnx" and manifest["precision"] == "onnx-fp32"
+    answers = {}
+    for fmt in ("saved_model", "onnx"):
+        with ModelServer(tmp_path / fmt / "default", port=0, grpc_port=0, max_chars=2000) as server:
+            status, rows = predict(server, {"instances": TEXTS})
+            assert status == 200, rows
+            status, ids = predict(server, {"inputs": TEXTS, "signature_name": "tokenize"})
+            status, from_ids = predict(server, {"inputs": ids["outputs"], "signature_name": "ids"})
+            assert status == 200, from_ids
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(
+                grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+            req = predict_pb2.PredictRequest()
+            req.model_spec.name = "default"
+            req.inputs["text"].CopyFrom(tf.make_tensor_proto(TEXTS))
+            reply = stub.Predict(req, timeout=60)
+            status, meta = request(server, "GET", "/v1/models/default/metadata")
+            bad = predict(server, {"inputs": {"token_ids": [[99999]], "segment_ids": [[0]], "padding_mask": [[1]]},
+                                   "signature_name": "ids"})
+            answers[fmt] = {"rows": np.array(rows["predictions"], "float32"), "ids": ids["outputs"],
+                            "from_ids": np.array(from_ids["outputs"], "float32"),
+                            "grpc": tf.make_ndarray(reply.outputs["embedding"]),
+                            "signature": reply.model_spec.signature_name,
+                            "meta": meta["metadata"]["signature_def"]["signature_def"], "bad": bad}
+    saved, served = answers["saved_model"], answers["onnx"]
+    for key in ("rows", "from_ids", "grpc"):
+        np.testing.assert_allclose(served[key], saved[key], atol=TOLERANCE, err_msg=key)
+    np.testing.assert_allclose(served["rows"], encoder.encode(TEXTS, precision="fp32"), atol=TOLERANCE)
+    assert served["ids"] == saved["ids"] and served["signature"] == saved["signature"] == "serving_default"
+    assert set(served["meta"]) == set(saved["meta"]) - {"__saved_model_init_op"} == {"serving_default", "text", "ids",
+                                                                                      "tokenize"}
+    assert served["meta"]["serving_default"]["inputs"]["text"]["dtype"] == "DT_STRING"
+    assert served["meta"]["text"]["outputs"]["embedding"]["tensorShape"] == \
+        saved["meta"]["text"]["outputs"]["embedding"]["tensorShape"]
+    assert served["bad"][0] == saved["bad"][0] == 400 and "99999" in served["bad"][1]["error"]
+
+
+def test_an_int8_onnx_export_of_a_cross_encoder_is_served(tmp_path):
+    from test_serving import predict
+    from zoo.export import export_onnx_folder
+    from zoo.serving import ModelServer
+
+    scorer = zoo.CrossEncoder(tiny_backbone(seed=7), TOKENIZER, head="softmax", maxlen=24)
+    export_onnx_folder(scorer, tmp_path / "pair" / "1", quantize="int8")
+    assert "QAttention" in ops_of(onnx.load(str(tmp_path / "pair" / "1" / "model.onnx")))
+    pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
+    with ModelServer(tmp_path / "pair", port=0) as server:
+        status, reply = predict(server, {"instances": [{"text_a": a, "text_b": b} for a, b in pairs]})
+    assert status == 200, reply
+    want = scorer.predict(pairs, precision="fp32")
+    got = np.array(reply["predictions"], "float32")
+    assert np.abs(got - want).max() < 0.02 and not np.allclose(got, want, atol=1e-6)

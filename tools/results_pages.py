@@ -1,0 +1,629 @@
+"""Write the manual's figures from the result files: no number in the manual is typed by hand.
+
+    python tools/results_pages.py            # rewrite docs/results/*.md and every generated block
+    python tools/results_pages.py --check    # exit 1 (naming the files) when a page or block is stale
+
+Sources: ``bench/results/*.json`` (benchmarks), ``bench/results/runs/*.json`` (training runs' results.json, copied
+in), and the shipped presets' ``data/presets/NAME/ship.json`` and ``zoo_config.json``. Targets: the pages
+``docs/results/*.md`` (written whole) and, in ``README.md``, ``docs/**/*.md`` and the docstrings of ``tasks/*.py``,
+the text between ``<!-- generated: NAME [ARG] -->`` and ``<!-- /generated -->``. Plain Python (no zoo import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ("ATEC", "BQ", "LCQMC", "PAWSX", "STS-B")
+SHIPPED = ("zoo-embed-zh-L4", "zoo-simbert-zh-L4")
+MLM_PRESET = "chinese_L-4_H-256_A-4_mlm1k"
+BLOCK = re.compile(r"(<!-- generated: ([\w-]+)(?: ([\w.-]+))? -->\n)(.*?)(<!-- /generated -->)", re.DOTALL)
+HEADER = ("<!-- Written by `python tools/results_pages.py` from the files named below; edit those, not this page. -->"
+          "\n\n")
+
+
+class Sources:
+    """The result files under one repository root, read on first use."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def bench(self, name):
+        return self._json(self.root / "bench" / "results" / f"{name}.json")
+
+    def run(self, name):
+        return self._json(self.root / "bench" / "results" / "runs" / f"{name}.json")
+
+    def runs(self):
+        return sorted(p.stem for p in (self.root / "bench" / "results" / "runs").glob("*.json"))
+
+    def ship(self, preset):
+        return self._json(self.root / "data" / "presets" / preset / "ship.json")
+
+    def preset_config(self, preset):
+        return self._json(self.root / "data" / "presets" / preset / "zoo_config.json")
+
+    def lines(self, relative):
+        """The number of lines of a (gzipped) text file of the repository."""
+        path = self.root / relative
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+            return sum(1 for _ in f)
+
+    def _json(self, path):
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SystemExit(f"results_pages: {path.relative_to(self.root)} not found (a figure is generated from it)")
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"results_pages: {path.relative_to(self.root)}: not valid JSON ({e})")
+
+
+# ------------------------------------------------------------------------------ formatting
+def f2(x):
+    return f"{x:.2f}"
+
+
+def f1(x):
+    return f"{x:.1f}"
+
+
+def count(x):
+    return f"{x:,.0f}"
+
+
+def minutes(seconds):
+    return f"{seconds:.0f} s" if seconds < 180 else f"{seconds / 60:.0f} min"
+
+
+RENAMED_FLAGS = {"--task": "--tasks", "--from": "--checkpoint", "--out": "--output"}  # the same flags, renamed
+
+
+def command(text):
+    """A recorded argv as a command to type today: ``python`` in front of a script, ``tasks/`` in front of a
+    recipe, and flags that were renamed since the run by their current names."""
+    words = [RENAMED_FLAGS.get(w, w) for w in text.split(" ")]
+    if words[0].endswith(".py"):
+        words = ["python", words[0] if "/" in words[0] else f"tasks/{words[0]}"] + words[1:]
+    return " ".join(words)
+
+
+def shell_lines(text, indent="    ", width=116):
+    """A command as indented lines of at most ``width`` characters, continued with backslashes."""
+    words = []
+    for word in text.split(" "):  # a flag and its value stay on one line
+        if words and words[-1].startswith("--") and " " not in words[-1] and not word.startswith("-"):
+            words[-1] += " " + word
+        else:
+            words.append(word)
+    lines, line = [], indent
+    for word in words:
+        if len(line) + len(word) + 1 > width and line.strip():
+            lines.append(line + " \\")
+            line = indent + "    "
+        line += ("" if line.isspace() else " ") + word
+    return "\n".join(lines + [line]) + "\n"
+
+
+def prose(text, width=116):
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False) + "\n"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def source(*names):
+    return "Source: " + ", ".join(f"`{n}`" for n in names) + ".\n"
+
+
+def ci(values):
+    return f"[{values[0]:.1f}, {values[1]:.1f}]"
+
+
+def task_name(task):
+    return "PAWS-X" if task == "PAWSX" else task
+
+
+# ------------------------------------------------------------------------------ blocks (README, docs, recipes)
+def block_models(src, arg=None):
+    """The shipped models: test Spearman x100 of the shipped (float16) weights, size, training time."""
+    rows = []
+    for preset in SHIPPED:
+        ship = src.ship(preset)
+        scores = ship["scores"][ship["weights_dtype"]]
+        rows.append([f"`{preset}`", ship["class"], f"{ship['sizes_bytes'][ship['weights_dtype']] / 2**20:.1f} MiB"]
+                    + [f2(scores[t]["test_spearman"]) for t in TASKS] + [minutes(ship["train_seconds"])])
+    return table(["preset", "class", "size", *map(task_name, TASKS), "training (2 CPU cores)"], rows) + \
+        "\nTest Spearman x100 of the cosine (PAWS-X is never trained on). " + \
+        source(*(f"data/presets/{p}/ship.json" for p in SHIPPED))
+
+
+def block_main_job(src, arg=None):
+    """How long the main job takes: the rate of its recorded 4,000-pair run, applied to the whole train split."""
+    run = src.run("lcqmc_cosent_4000")
+    pairs, full = run["data_files"]["train"]["pairs"], src.lines("data/LCQMC/LCQMC.train.data.gz")
+    estimate = run["train_seconds"] * full / pairs
+    return (f"The main job trains one epoch over LCQMC's {count(full)} train pairs. A {count(pairs)}-pair run of "
+            f"the same job (`{command(run['command'])}`) trained in {minutes(run['train_seconds'])} on 2 CPU cores "
+            f"and reached test Spearman {f2(run['test_spearman'])}; at that rate the whole epoch takes about "
+            f"{round(estimate / 600) * 10} min. " + source("bench/results/runs/lcqmc_cosent_4000.json"))
+
+
+def run_scores(run):
+    """The outcome of a run record in one line, whatever job wrote it."""
+    if "rows" in run:  # zoo compare: one row per task and model
+        return "; ".join(f"{task_name(r['task'])} {r['model']}: test accuracy {f2(r['test_accuracy'])}% "
+                         f"{ci(r['test_accuracy_ci95'])}, test Spearman {f2(r['test_spearman'])}" for r in run["rows"])
+    if "zero_shot_test_spearman_after" in run:  # mirror-bert: zero-shot test Spearman before and after
+        before, after = run["zero_shot_test_spearman_before"], run["zero_shot_test_spearman_after"]
+        return "zero-shot test Spearman " + ", ".join(f"{task_name(t)} {f2(before[t])} -> {f2(after[t])}"
+                                                      for t in after)
+    task = run.get("config", {}).get("task") or ",".join(run.get("config", {}).get("tasks", []))
+    parts = [f"{task_name(task)} test Spearman {f2(run['test_spearman'])} (valid {f2(run['valid_spearman'])})"]
+    if "test_accuracy" in run:
+        parts.append(f"test accuracy {f2(run['test_accuracy'])}% {ci(run['test_accuracy_ci95'])} at the valid "
+                     "threshold")
+    return "; ".join(parts)
+
+
+def run_time(run):
+    return (f"{minutes(run['train_seconds'])} of training" if "train_seconds" in run
+            else f"{minutes(run['seconds'])} in all")
+
+
+def block_run(src, arg):
+    """One run record, as a recipe's header states it: the command and its scores."""
+    run = src.run(arg)
+    return shell_lines(command(run["command"])) + "\n" + prose(
+        f"{run_scores(run)}; {run_time(run)} on 2 CPU cores (bench/results/runs/{arg}.json).")
+
+
+def block_preset(src, arg):
+    """A shipped preset's training command and test scores, as a recipe's header states them."""
+    ship = src.ship(arg)
+    scores = ship["scores"][ship["weights_dtype"]]
+    listed = ", ".join(f"{task_name(t)} {f2(scores[t]['test_spearman'])}" for t in TASKS)
+    return shell_lines(command(ship["command_trained"])) + "\n" + prose(
+        f"Shipped as the preset {arg}: test Spearman {listed}; {minutes(ship['train_seconds'])} of training on "
+        f"2 CPU cores (data/presets/{arg}/ship.json).")
+
+
+def block_pretrained(src, arg):
+    meta = src.preset_config(arg)["metadata"]
+    return shell_lines(f"python {meta['command']}") + "\n" + prose(
+        f"Shipped as the preset {arg} (kept: step {meta['step']}): held-out masked-token accuracy "
+        f"{f2(meta['masked_accuracy'])}% (data/presets/{arg}/zoo_config.json).")
+
+
+def block_inference(src, arg=None):
+    data = src.bench("inference_cosent_L4")
+    (m,) = data["models"].values()
+    speed = m["speed_vs_transformers_fp32"]
+    spear = m["test_spearman"]
+    fastest_st = max((k for k in speed if k.startswith("st_")), key=speed.get)
+    drop = max(abs(spear["zoo_int8_onnxruntime"][t] - spear["zoo_fp32"][t]) for t in spear["zoo_fp32"])
+    return (f"On {count(data['sentences'])} LCQMC test sentences (CPU flags: {', '.join(data['cpu_flags'])}), "
+            f"`precision=\"int8\"` encoded {count(m['sentences_per_second']['zoo_int8_onnxruntime'])} sentences/s, "
+            f"{f2(speed['zoo_int8_onnxruntime'])}x transformers fp32 and "
+            f"{f2(speed['zoo_int8_onnxruntime'] / speed[fastest_st])}x sentence-transformers' fastest backend "
+            f"({fastest_st}), and moved no test Spearman by more than {f2(drop)}; Keras' own int8 ran at "
+            f"{f2(m['keras_int8']['speed_vs_zoo_fp32'])}x zoo fp32. " + source("bench/results/inference_cosent_L4.json"))
+
+
+def block_million(src, arg=None):
+    data = src.bench("million")
+    rows = data["indexes"]
+    good = [n for n, r in rows.items() if r["recall_at_10"] >= 0.95]
+    best = max(good, key=lambda n: rows[n]["speedup_vs_exact"])
+    r = rows[best]
+    return (f"Over {count(data['corpus'])} sentence vectors of {data['model']}, `{best}` reached recall@10 "
+            f"{r['recall_at_10']:.3f} at {f1(r['speedup_vs_exact'])}x the queries/s of exact search, in "
+            f"{count(r['memory_mib'])} MiB. " + source("bench/results/million.json"))
+
+
+def block_paraphrase_retrieval(src, arg=None):
+    data = src.bench("paraphrase_retrieval")
+    best = max(data["rows"], key=lambda r: r["mrr@10"])
+    bm25 = max((r for r in data["rows"] if r["method"].startswith("BM25")), key=lambda r: r["mrr@10"])
+    return (f"On {count(data['test_queries'])} paraphrase queries over {count(data['corpus_sentences'])} sentences, "
+            f"the best method ({best['method']}) reached MRR@10 {f2(best['mrr@10'])} against "
+            f"{f2(bm25['mrr@10'])} for the best BM25 ({bm25['method']}). "
+            + source("bench/results/paraphrase_retrieval.json"))
+
+
+def block_paraphrase(src, arg=None):
+    data = src.bench("paraphrase")
+    m = data["metrics"]["returned (filters on)"]
+    raw = data["metrics"]["raw samples (filters=False)"]
+    return (f"On {m['inputs']} LCQMC and BQ test sentences, {f1(m['judged_paraphrase'])}% of the "
+            f"{count(m['candidates'])} returned candidates were judged paraphrases by a cross-encoder, "
+            f"{f1(m['no_repetition'])}% had no repeated character run, {f1(m['copies'])}% were copies of the input "
+            f"({f1(raw['copies'])}% before the filters), distinct-2 {f1(m['distinct_2'])}%. "
+            + source("bench/results/paraphrase.json"))
+
+
+def block_generation(src, arg=None):
+    data = src.bench("generation")
+    return (f"The key/value cache generated {count(data['median_cached_tokens_per_s'])} tokens/s against "
+            f"{count(data['median_uncached_tokens_per_s'])} without it (median over {len(data['rows'])} inputs, "
+            f"{f1(data['median_ratio'])}x), with identical samples. " + source("bench/results/generation.json"))
+
+
+def block_integrity(src, arg=None):
+    data = src.bench("integrity")
+    return (f"Checking the manifest costs {f2(data['check_cost_s'])} s per load of the {data['bytes'] / 1e6:.1f} MB "
+            f"default preset ({f2(data['load_checked_s'])} s checked vs {f2(data['load_unchecked_s'])} s unchecked, "
+            f"medians of {data['repeats']} interleaved loads). " + source("bench/results/integrity.json"))
+
+
+def block_soak(src, arg=None):
+    d = src.bench("soak_serving")
+    bad = sum(d["bad_requests"].values())
+    return (f"A {d['minutes']:.0f}-minute soak ({d['clients']} clients, {d['bad_share']:.0%} bad requests) served "
+            f"{count(d['good_requests_served'])} good requests with {d['good_requests_failed']} failures "
+            f"(p99 {f1(d['p99_ms'])} ms), answered {count(bad)} bad ones with 4xx, and the server's memory grew by "
+            f"{d['rss_mib_growth']:.0f} MiB after the warm-up. " + source("bench/results/soak_serving.json"))
+
+
+def block_serving(src, arg=None):
+    d = src.bench("serving")
+    rows = {(r["concurrency"], r["batch"]): r for r in d["results"]}
+    one, eight = rows[(1, 1)], rows[(8, 1)]
+    return (f"With one sentence per request, 8 concurrent clients got {f1(eight['requests_per_s'] / one['requests_per_s'])}x "
+            f"the requests/s of one client ({f1(eight['requests_per_s'])} vs {f1(one['requests_per_s'])}; p50 "
+            f"{f1(eight['p50_ms'])} vs {f1(one['p50_ms'])} ms): the batcher merges concurrent requests. "
+            + source("bench/results/serving.json"))
+
+
+def block_streaming(src, arg=None):
+    noxla = src.bench("streaming_tf_noxla")["summary"]
+    xla = src.bench("streaming")["summary"]
+    return (f"Streaming {count(xla['stream-10m']['pairs'])} pairs trained at {f2(xla['stream-10m']['ratio_to_memory'])}x "
+            f"the steps/s of LCQMC in memory (XLA); without XLA the streamed run peaked at "
+            f"{count(noxla['stream-10m']['peak_rss_mib'])} MiB against {count(noxla['memory']['peak_rss_mib'])} MiB in "
+            f"memory. " + source("bench/results/streaming.json", "bench/results/streaming_tf_noxla.json"))
+
+
+def block_distribute(src, arg=None):
+    return distribute_table(src) + source("bench/results/distribute.json")
+
+
+BLOCKS = {"models": block_models, "main-job": block_main_job, "run": block_run, "preset": block_preset,
+          "pretrained": block_pretrained, "inference": block_inference, "million": block_million,
+          "paraphrase-retrieval": block_paraphrase_retrieval, "paraphrase": block_paraphrase,
+          "generation": block_generation, "integrity": block_integrity, "soak": block_soak, "serving": block_serving,
+          "streaming": block_streaming, "distribute": block_distribute}
+
+
+# ------------------------------------------------------------------------------ pages (docs/results/)
+def distribute_table(src):
+    rows = [[r["backend"], r["devices"], f2(r["steps_per_s"]), count(r["pairs_per_s"]), f2(r["ratio_to_one_device"])]
+            for r in src.bench("distribute")["summary"]]
+    return table(["backend", "devices", "steps/s", "pairs/s", "x 1 device"], rows)
+
+
+def page_index(src):
+    files = sorted(p.relative_to(src.root).as_posix() for p in (src.root / "bench" / "results").rglob("*.json"))
+    rows = []
+    for f in files:
+        data = json.loads((src.root / f).read_text(encoding="utf-8"))
+        rows.append([f"`{f}`", f"`{command(data['command'])}`" if "command" in data else "",
+                     data.get("versions", {}).get("zoo", "")])
+    return (HEADER + "# Benchmarks and results\n\n"
+            "Every figure in this manual is generated from a file in `bench/results/` (benchmarks, and the "
+            "`results.json` of training runs copied into `bench/results/runs/`) or from a shipped preset's "
+            "`ship.json`, by `python tools/results_pages.py`; `python tools/results_pages.py --check` (run by the "
+            "tests) fails when a page is stale. The figures were measured on a 2-core x86 CPU machine without a GPU, "
+            "often while other jobs shared the cores: compare speeds within one table (they were measured side by "
+            "side), not across tables.\n\n"
+            "- [Shipped models](models.md): the presets' scores, paraphrase generation\n"
+            "- [Training runs](runs.md): the recipes' recorded runs\n"
+            "- [Speed](speed.md): encoding, training steps, generation, serving latency\n"
+            "- [Search](search.md): paraphrase retrieval, a million sentences, random vectors\n"
+            "- [Training at scale](training.md): data parallelism, streamed training data\n"
+            "- [Reliability](reliability.md): integrity checks, fuzzing, a serving soak\n"
+            + "".join(f"- [{name}]({name}.md)\n" for name in other_results(src)) + "\n"
+            "## Files\n\n" + table(["file", "command", "zoo version"], rows))
+
+
+def page_models(src):
+    out = [HEADER, "# Shipped models\n\n", block_models(src), "\n"]
+    for preset in SHIPPED:
+        ship = src.ship(preset)
+        dtype = ship["weights_dtype"]
+        scores, full = ship["scores"][dtype], ship["scores"]["float32"]
+        pairs = ", ".join(f"{k} {count(v)}" for k, v in ship["train_pairs"].items()) or "see the command"
+        out.append(f"## {preset}\n\n`{ship['class']}`; trained by `{command(ship['command_trained'])}` "
+                   f"({minutes(ship['train_seconds'])} of training; train pairs: {pairs}), then re-scored and saved "
+                   f"with {dtype} weights ({ship['sizes_bytes'][dtype] / 2**20:.1f} MiB; float32 "
+                   f"{ship['sizes_bytes']['float32'] / 2**20:.1f} MiB), which moved no valid Spearman by more than "
+                   f"{ship['float16_max_valid_change']:.3f}.\n\n")
+        rows = [[task_name(t), f2(scores[t]["valid_spearman"]), f2(scores[t]["test_spearman"]),
+                 f2(full[t]["test_spearman"]),
+                 f"{f2(scores[t]['test_accuracy'])} {ci(scores[t]['test_accuracy_ci95'])}" if "test_accuracy" in
+                 scores[t] else ""] for t in TASKS]
+        out.append(table(["task", f"valid Spearman ({dtype})", f"test Spearman ({dtype})", "test Spearman (float32)",
+                          "test accuracy % at the valid threshold [95% CI]"], rows))
+        out.append("\n" + source(f"data/presets/{preset}/ship.json") + "\n")
+    para = src.bench("paraphrase")
+    out.append(f"## Paraphrase generation (zoo-simbert-zh-L4)\n\n`{command(para['command'])}` "
+               f"({minutes(para['seconds'])}): `gen_synonyms(text, n={para['n']}, k={para['k']})` on LCQMC and BQ "
+               "test sentences, judged by an LCQMC cross-encoder (P(similar) >= 0.5). Copies: equal to the input up "
+               "to punctuation, spaces and case; repetition: a character repeated 3 or more times in a row.\n\n")
+    out.append(para["table"] + "\n\nInputs picked with a fixed seed, and their top 3:\n\n" + para["sample_table"]
+               + "\n\n" + source("bench/results/paraphrase.json") + "\n")
+    meta = src.preset_config(MLM_PRESET)["metadata"]
+    out.append(f"## {MLM_PRESET}\n\n`{meta['start']}` after more masked-LM pretraining: `python {meta['command']}`. "
+               f"Kept: step {meta['step']}, held-out masked-token accuracy {f2(meta['masked_accuracy'])}%.\n\n"
+               + source(f"data/presets/{MLM_PRESET}/zoo_config.json"))
+    return "".join(out)
+
+
+def page_runs(src):
+    out = [HEADER, "# Training runs\n\nThe `results.json` of training runs, copied into `bench/results/runs/`.\n\n"]
+    rows = [[f"`{name}`", f"`{command(src.run(name)['command'])}`", run_scores(src.run(name)), run_time(src.run(name))]
+            for name in src.runs()]
+    out.append(table(["run", "command", "scores", "time (2 CPU cores)"], rows))
+    for name in src.runs():
+        run = src.run(name)
+        epochs = run.get("epochs", [])
+        metric = next((m for m in ("valid_spearman", "valid_accuracy", "valid_loss") if epochs and m in epochs[0]), None)
+        if metric:
+            curve = [[e["epoch"], f2(e[metric]), "" if e.get("train_loss") is None else f"{e['train_loss']:.3f}"]
+                     for e in epochs]
+            out.append(f"\n## {name}\n\n" + table(["epoch", metric.replace("_", " "), "train loss (epoch mean)"],
+                                                    curve) + "\n" + source(f"bench/results/runs/{name}.json"))
+    return "".join(out)
+
+
+def page_speed(src):
+    out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n\n"]
+    data = src.bench("inference_cosent_L4")
+    out.append(f"`{command(data['command'])}`: {count(data['sentences'])} LCQMC test sentences, batch "
+               f"{data['batch_size']}, {data['repeats']} interleaved rounds; speed is the median of each system's "
+               f"per-round ratio to transformers fp32. CPU flags: {', '.join(data['cpu_flags'])}.\n\n")
+    for model, m in data["models"].items():
+        rows = []
+        for system, sps in m["sentences_per_second"].items():
+            s = m["test_spearman"][system]
+            rows.append([system, count(sps), f2(m["speed_vs_transformers_fp32"][system])]
+                        + [f2(s[t]) if t in s else "" for t in ("LCQMC", "BQ", "STS-B")])
+        k = m["keras_int8"]
+        s = m["test_spearman"].get("zoo_int8_keras", {})
+        rows.append([f"zoo_int8_keras ({count(k['sentences'])} sentences; {f2(k['speed_vs_zoo_fp32'])}x zoo_fp32)",
+                     count(k["sentences_per_second"]), ""] + [f2(s[t]) if t in s else "" for t in ("LCQMC", "BQ",
+                                                                                               "STS-B")])
+        out.append(f"Model `{model}`:\n\n" + table(["system", "sentences/s", "x transformers fp32",
+                                                   "LCQMC test Spearman", "BQ test Spearman", "STS-B test Spearman"],
+                                                  rows))
+    out.append("\n" + source("bench/results/inference_cosent_L4.json"))
+    b = src.bench("bi_encoder")
+    e, t = b["encode_sentences_per_s"], b["train_steps_per_s"]
+    out.append(f"\n## zoo against transformers (torch)\n\n`{command(b['command'])}`: median of {b['repeats']} "
+               f"interleaved repeats, {b['threads']} threads each, [CLS] pooling; {count(b['sentences'])} sentences, "
+               f"batch {b['batch_size']}; training: {b['pairs_per_step']} pairs a step, Adam.\n\n")
+    out.append(table(["measure", "zoo", "torch", "zoo / torch"], [
+        ["encode, torch in input order", f"{count(e['zoo'])} sentences/s", f"{count(e['torch_input_order'])} sentences/s",
+         f"{f2(e['ratio_input_order'])}x"],
+        ["encode, torch given zoo's length-sorted batches", f"{count(e['zoo'])} sentences/s",
+         f"{count(e['torch_sorted_batches'])} sentences/s", f"{f2(e['ratio_sorted'])}x"],
+        ["CoSENT training steps, identical batches", f"{f2(t['zoo'])} steps/s", f"{f2(t['torch'])} steps/s",
+         f"{f2(t['ratio'])}x"]]))
+    out.append("\n" + source("bench/results/bi_encoder.json"))
+    g = src.bench("generation")
+    out.append(f"\n## Generation: key/value cache\n\n`{command(g['command'])}`: {g['checkpoint']}, n={g['n']} samples, "
+               f"maxlen {g['maxlen']}, the same seed on both paths.\n\n")
+    out.append(table(["input", "cached tokens/s", "uncached tokens/s", "speed-up", "identical samples"],
+                     [[r["text"], count(r["cached"]["tokens_per_s"]), count(r["uncached"]["tokens_per_s"]),
+                       f"{f1(r['ratio'])}x", "yes" if r["identical_samples"] else "no"] for r in g["rows"]]))
+    out.append("\n" + block_generation(src))
+    s = src.bench("serving")
+    out.append(f"\n## Serving latency\n\n`{command(s['command'])}`: {s['model']}, {s['server']['transport']}, batcher "
+               f"of {s['server']['max_batch_size']} rows and {s['server']['batch_timeout_ms']:g} ms; "
+               f"{s['cpus']} CPU cores, load average {s['load_average_before'][0]:.1f} before and "
+               f"{s['load_average_after'][0]:.1f} after.\n\n")
+    out.append(table(["concurrency", "strings/request", "requests", "p50 ms", "p99 ms", "requests/s", "sentences/s"],
+                     [[r["concurrency"], r["batch"], count(r["requests"]), f1(r["p50_ms"]), f1(r["p99_ms"]),
+                       f1(r["requests_per_s"]), f1(r["sentences_per_s"])] for r in s["results"]]))
+    out.append("\n" + block_serving(src))
+    return "".join(out)
+
+
+def page_search(src):
+    out = [HEADER, "# Search\n\n## Paraphrase retrieval\n\n"]
+    p = src.bench("paraphrase_retrieval")
+    out.append(f"`{command(p['command'])}` ({minutes(p['seconds'])}): the corpus is every distinct sentence of "
+               f"LCQMC, BQ and ATEC ({count(p['corpus_sentences'])}); the queries are the first sentences of "
+               f"{count(p['test_queries'])} positive test pairs of LCQMC and BQ, the relevant item the second. BM25 terms "
+               f"and the hybrid weight were chosen on {count(p['valid_queries'])} valid queries: "
+               f"{p['choices_on_valid']['bm25_terms']['chosen']} terms; dense weight "
+               + ", ".join(f"{m} {v['chosen_weight']}" for m, v in p["choices_on_valid"].items() if m != "bm25_terms")
+               + ".\n\n")
+    out.append(table(["method", "recall@1", "recall@10", "MRR@10"],
+                     [[r["method"], f2(r["recall@1"]), f2(r["recall@10"]), f2(r["mrr@10"])] for r in p["rows"]]))
+    out.append("\n" + source("bench/results/paraphrase_retrieval.json"))
+    m = src.bench("million")
+    e = m["encode"]
+    out.append(f"\n## A million sentences\n\n`{command(m['command'])}` (and earlier runs of the same script with "
+               f"`--only`/`--skip`, kept in the file): {count(m['corpus'])} vectors of {m['model']}, 1,000 held-out "
+               "queries; memory is the searched structure (float vectors for rescoring stay memory-mapped); "
+               "\"x exact\" is against the exact search timed in the same run.\n\n")
+    out.append(table(["index", "settings", "build s", "memory MiB", "recall@10", "queries/s", "x exact"],
+                     [[name, ", ".join(f"{k}={v}" for k, v in r["settings"].items()), count(r["build_seconds"]),
+                       count(r["memory_mib"]), f"{r['recall_at_10']:.3f}", count(r["queries_per_second"]),
+                       f1(r["speedup_vs_exact"])] for name, r in m["indexes"].items()]))
+    out.append(f"\n{block_million(src)}\nBulk encoding of the corpus: `{e['command']}`, resumed from chunk "
+               f"{e['resumed_from_chunk']}: {count(e['lines_encoded'])} lines at {count(e['sentences_per_second'])} "
+               f"sentences/s, peak RSS {count(e['peak_rss_mib'])} MiB ({e['note']}).\n")
+    r = src.bench("retrieval")
+    out.append(f"\n## Random vectors (the worst case for IVF)\n\n`{command(r['command'])}`: {count(r['n'])} random "
+               f"{r['dim']}-d Gaussian vectors, {r['queries']} queries, top 10; the IVF index took "
+               f"{f1(r['faiss_build_seconds'])} s to build.\n\n")
+    out.append(table(["method", "recall@10", "queries/s"],
+                     [[x["method"], f"{x['recall@10']:.3f}", count(x["queries_per_s"])] for x in r["rows"]]))
+    out.append("\n" + source("bench/results/retrieval.json"))
+    return "".join(out)
+
+
+def page_training(src):
+    d = src.bench("distribute")
+    s = d["settings"]
+    intro = (f"# Training at scale\n\n## Data parallelism on CPU\n\n`{command(d['command'])}`: CoSENT, global "
+             f"batch {s['batch_size']}, {s['steps']} steps after {s['warmup']} of warm-up, {s['rounds']} "
+             "interleaved rounds, each run its own process; 2 \"devices\" are the same CPU cores split in two, "
+             "so this shows the cost of the distributed path, not a speed-up.\n\n")
+    out = [HEADER, intro, distribute_table(src),
+           "\n", source("bench/results/distribute.json"), "\n## Streamed training data\n\n"]
+    for name in ("streaming", "streaming_tf_noxla", "streaming_jax"):
+        data = src.bench(name)
+        rows = []
+        for kind, r in data["summary"].items():
+            rows.append([kind, count(r["pairs"]), f2(r["steps_per_s"]), f2(r["ratio_to_memory"]),
+                         f1(r["mean_padded_length"]), count(r["setup_seconds"]),
+                         count(r["rss_after_imports_mib"]) if "rss_after_imports_mib" in r else "",
+                         count(r["rss_after_setup_mib"]) if "rss_after_setup_mib" in r else "",
+                         count(r["peak_rss_mib"])])
+        out.append(f"`{command(data['command'])}`:\n\n" + table(
+            ["input", "pairs", "steps/s", "x in memory", "mean padded length", "set-up s", "RSS MiB after imports",
+             "RSS MiB after set-up", "peak RSS MiB"], rows) + "\n" + source(f"bench/results/{name}.json") + "\n")
+    return "".join(out)
+
+
+def page_reliability(src):
+    out = [HEADER, "# Reliability\n\n## Integrity checks\n\n", block_integrity(src)]
+    f = src.bench("fuzz")
+    out.append("\n## Property-based tests at 10,000 examples\n\n`python bench/fuzz.py` runs each property of the test "
+               "suite with more examples and records the counts (`--only` reruns some targets and keeps the others).\n\n")
+    out.append(table(["target", "passed", "failed", "rejected as invalid", "run"],
+                     [[name, count(t["passing"]), t["failing"], count(t["invalid"]),
+                       f"`{command(t['run']['command'])}` ({t['run']['finished']})"] for name, t in f["targets"].items()]))
+    out.append("\n" + source("bench/results/fuzz.json"))
+    d = src.bench("soak_serving")
+    out.append(f"\n## Serving soak\n\n`{command(d['command'])}`: {d['clients']} clients on 127.0.0.1 for "
+               f"{d['minutes']:.0f} minutes after {d['warmup_minutes']:.0f} minute of warm-up, {d['bad_share']:.0%} bad "
+               f"requests (malformed JSON, oversized bodies, slow senders), server request timeout "
+               f"{d['server_request_timeout_s']:g} s; {d['cpus']} CPU cores, load average "
+               f"{d['load_average_end'][0]:.1f} at the end.\n\n")
+    out.append(table(["good served", "good failed", "p50 ms", "p99 ms", "good requests/s", "bad requests",
+                      "RSS MiB cold / after warm-up -> end", "exit code after SIGTERM"],
+                     [[count(d["good_requests_served"]), d["good_requests_failed"], f1(d["p50_ms"]), f1(d["p99_ms"]),
+                       f1(d["requests_per_s"]), ", ".join(f"{k}: {count(v)}" for k, v in d["bad_requests"].items()),
+                       f"{count(d['rss_mib_cold'])} / {count(d['rss_mib_start'])} -> {count(d['rss_mib_end'])}",
+                       d["server_exit_code"]]]))
+    out.append("\n" + block_soak(src))
+    return "".join(out)
+
+
+def flat_rows(data, prefix=""):
+    """[key, value] rows of a JSON object's scalars, nested keys joined by dots."""
+    rows = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            rows += flat_rows(value, f"{prefix}{key}.")
+        elif not isinstance(value, list):
+            rows.append([f"{prefix}{key}", f"{value:.4g}" if isinstance(value, float) else str(value)])
+    return rows
+
+
+def page_other(src, name):
+    """A results file no page above covers: the table its benchmark wrote (NAME.md, or its ``table`` field), else
+    its scalar fields."""
+    data = src.bench(name)
+    out = [HEADER, f"# {name}\n\n"]
+    if "command" in data:
+        out.append(f"`{command(data['command'])}`\n\n")
+    written = src.root / "bench" / "results" / f"{name}.md"
+    if written.is_file():
+        out.append(written.read_text(encoding="utf-8").strip() + "\n\n")
+    elif isinstance(data.get("table"), (str, list)):
+        text = data["table"] if isinstance(data["table"], str) else "\n".join(data["table"])
+        out.append(text.strip() + "\n\n")
+    else:
+        out.append(table(["field", "value"], flat_rows({k: v for k, v in data.items() if k != "command"})) + "\n")
+    out.append(source(f"bench/results/{name}.json"))
+    return "".join(out)
+
+
+COVERED = {"bi_encoder", "distribute", "fuzz", "generation", "inference_cosent_L4", "integrity", "million",
+           "paraphrase", "paraphrase_retrieval", "retrieval", "serving", "soak_serving", "streaming", "streaming_jax",
+           "streaming_tf_noxla"}  # the benchmark files the pages above render
+
+
+def other_results(src):
+    return sorted(p.stem for p in (src.root / "bench" / "results").glob("*.json") if p.stem not in COVERED)
+
+
+PAGES = {"docs/results/index.md": page_index, "docs/results/models.md": page_models, "docs/results/runs.md": page_runs,
+         "docs/results/speed.md": page_speed, "docs/results/search.md": page_search,
+         "docs/results/training.md": page_training, "docs/results/reliability.md": page_reliability}
+
+
+# ------------------------------------------------------------------------------ driver
+def block_files(root):
+    root = Path(root)
+    files = [root / "README.md"] + sorted((root / "docs").rglob("*.md")) + sorted((root / "tasks").glob("*.py"))
+    generated = set(PAGES) | {f"docs/results/{name}.md" for name in other_results(Sources(root))}
+    return [f for f in files if f.is_file() and f.relative_to(root).as_posix() not in generated]
+
+
+def fill_blocks(text, src, where):
+    def replace(match):
+        name, arg = match.group(2), match.group(3)
+        if name not in BLOCKS:
+            line = text.count("\n", 0, match.start()) + 1
+            raise SystemExit(f"results_pages: {where}:{line}: unknown generated block {name!r} "
+                             f"(known: {', '.join(sorted(BLOCKS))})")
+        body = BLOCKS[name](src, arg)
+        if where.endswith(".py"):  # inside a docstring: a line-continuing backslash must stay a character
+            body = body.replace("\\\n", "\\\\\n")
+        return match.group(1) + body + match.group(5)
+
+    return BLOCK.sub(replace, text)
+
+
+def expected(root):
+    """{path relative to root: the text it should have}."""
+    src, out = Sources(root), {}
+    for page, render in PAGES.items():
+        out[page] = render(src)
+    for name in other_results(src):
+        out.setdefault(f"docs/results/{name}.md", page_other(src, name))
+    for path in block_files(root):
+        rel = path.relative_to(root).as_posix()
+        out[rel] = fill_blocks(path.read_text(encoding="utf-8"), src, rel)
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page or block is stale")
+    parser.add_argument("--root", default=ROOT, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    stale = []
+    for rel, text in expected(root).items():
+        path = root / rel
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(rel)
+            if not args.check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_text(text, encoding="utf-8")
+                tmp.replace(path)
+    if args.check and stale:
+        print("stale (run python tools/results_pages.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    print(("stale" if args.check else "written") + f": {len(stale)} file(s)" + (": " + ", ".join(stale) if stale else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
