@@ -106,6 +106,7 @@ def torch_from_google(folder):
     return model
 
 
+@pytest.mark.slow
 def test_l6_google_matches_transformers(lcqmc_batch):
     folder = require_shared(f"{L6}/google")
     reference = torch_outputs(torch_from_google(folder), lcqmc_batch)
@@ -130,6 +131,7 @@ JAX_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_jax_backend_matches_transformers(tmp_path, lcqmc_batch, l4_reference, l4_google):
     folder = require_shared(f"{L4}/google")
     require_module("jax", "pip install 'jax[cpu]'")

@@ -93,6 +93,7 @@ VARIANTS = {  # name -> (writer, with_mlm, expected missing, expected unused, wa
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_batch, tiny_reference, caplog):
     writer, with_mlm, missing, unused, warning, keys = VARIANTS[variant]

@@ -41,7 +41,7 @@ MARKER = re.compile(r"<!-- (no-run|background):(.*?)-->")
 LINKED = ("tasks", "bench", "tools", "data")
 BLOCK_TIMEOUT = 900
 # Pages whose examples take under ~20 s on 2 cores run in the fast lane; the others are marked slow.
-FAST = {"docs/index.md", "docs/reliability.md"}
+FAST = {"docs/reliability.md"}
 
 
 @dataclasses.dataclass

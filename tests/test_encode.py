@@ -41,6 +41,7 @@ def run(root, out, **kw):
     return encode(EncodeConfig(**{**base, **kw}))
 
 
+@pytest.mark.slow
 def test_streamed_chunks_equal_encode_in_every_storage_dtype(setup, tmp_path):
     root, texts, encoder = setup
     expected = encoder.encode(texts)
@@ -86,6 +87,7 @@ def test_a_killed_run_resumes_and_settings_must_match(setup, tmp_path, monkeypat
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), encoder.encode(texts), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_two_processes_write_the_same_array(setup, tmp_path):
     root, texts, _ = setup
     run(root, tmp_path / "one.npy")

@@ -52,6 +52,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_saved_model_in_a_fresh_process_matches_encode(encoder, exported):
     """Loaded by plain TF (no zoo, no keras) in another process: same ids and embeddings as the encoder."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -126,6 +127,7 @@ def test_ingraph_ids_on_every_character_class_and_fuzz(lowercase):
         np.testing.assert_array_equal(single(tf.constant(a), tf.constant(b))[key].numpy(), value, err_msg=key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head,zero_segments", [("softmax", False), ("cosent", True)])
 def test_cross_encoder_export(encoder, tmp_path, head, zero_segments):
     """A CrossEncoder exports text_a/text_b signatures that tokenize pairs like zoo.Tokenizer and give

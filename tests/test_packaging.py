@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -22,6 +24,7 @@ def test_setup_cfg_lists_every_package():
     assert found | {"zoo._presets"} == listed
 
 
+@pytest.mark.slow
 def test_wheel_ships_the_presets_and_loads_them_by_name(tmp_path):
     import zoo
 

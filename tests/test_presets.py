@@ -43,6 +43,7 @@ def test_general_encoder_loads_by_name_and_ranks_paraphrases_first():
     assert index.search("花呗怎么开通", topk=1)[0][0][0] == "如何开通花呗"
 
 
+@pytest.mark.slow
 def test_zoo_encode_uses_the_general_model_by_default(tmp_path):
     (tmp_path / "in.txt").write_text("花呗怎么开通\n如何开通花呗\n", encoding="utf-8")
     run = subprocess.run([sys.executable, "-m", "zoo", "encode", "--input", str(tmp_path / "in.txt"), "--output",
@@ -61,6 +62,7 @@ def test_zoo_encode_uses_the_general_model_by_default(tmp_path):
                                                                                      keepdims=True)).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_simbert_preset_paraphrases_without_repetition_or_copies():
     model = zoo.SimBERT.from_preset(SIMBERT)
     returned = {q: model.gen_synonyms(q, n=30, k=5, seed=0) for q in QUERIES}

@@ -221,6 +221,7 @@ def write_tiny_corpus_and_start(tmp_path):
                     zoo.Tokenizer(vocab), tmp_path / "start")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["mlm", "tacl", "taco"])
 def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     from zoo.jobs.pretrain import PretrainConfig, run
@@ -255,6 +256,7 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
     assert "anisotropy" in (tmp_path / "run" / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_pretraining_job_runs_on_jax(tmp_path):
     """The GPU path: tasks/pretrain.py (TaCL: masked-position MLM head and frozen teacher) under KERAS_BACKEND=jax,
     data-parallel over 2 simulated devices, the corpus streamed (--stream)."""
@@ -308,6 +310,7 @@ def test_shipped_mlm_preset_is_a_continued_default():
     assert "--objective mlm" in meta["command"] and "--steps 1000" in meta["command"]
 
 
+@pytest.mark.slow
 def test_steps_fewer_than_eval_every_runs_exactly_those_steps(tmp_path):
     """--steps 5 with the default --eval-every 200 runs 5 optimizer steps and one evaluation, not 200."""
     from zoo.config import ConfigError

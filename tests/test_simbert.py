@@ -96,6 +96,7 @@ def test_batches_pair_both_orders(tok):
     assert truncate_at_punctuation("一二三四五六七八九十十一", 5) == "一二三四五"
 
 
+@pytest.mark.slow
 def test_cached_and_uncached_decoding_agree(simbert):
     cached, full = simbert.decoder(use_cache=True, maxlen=10), simbert.decoder(use_cache=False, maxlen=10)
     seen = set()
@@ -210,6 +211,7 @@ def test_ranking_puts_edits_beyond_particles_that_keep_the_meaning_first(simbert
     simbert.paraphrase_cosine = None
 
 
+@pytest.mark.slow
 def test_save_load_simbert(simbert, tmp_path):
     expected = simbert.encode(["今天天气很好", "我们"])
     simbert.save_to_preset(tmp_path / "sim")
@@ -273,6 +275,7 @@ def test_semantic_index_exact_faiss_save_load(tmp_path):
         SemanticIndex(dim=4).search_vectors(np.ones((1, 4)), 1)
 
 
+@pytest.mark.slow
 def test_simbert_job_end_to_end(tmp_path, tok, simbert):
     from zoo.jobs.simbert import SimBERTConfig, run as train_simbert
     from test_training import write_synthetic_task
@@ -324,6 +327,7 @@ def test_sample_tokens_equals_full_sort_reference():
             np.testing.assert_array_equal(got, reference(p, topk, topp, np.random.default_rng(7)))
 
 
+@pytest.mark.slow
 def test_simbert_job_selects_by_valid_loss(tmp_path, tok, simbert):
     """--select loss: the best epoch is the one with the lowest joint loss on groups of LCQMC valid positives."""
     from zoo.jobs.simbert import SimBERTConfig, run as train_simbert
