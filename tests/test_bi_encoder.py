@@ -339,3 +339,27 @@ def test_word_order_and_in_batch_flags_are_checked():
                 {"in_batch_weight": 1.0, "matryoshka_dims": ("8",)}):
         with pytest.raises(zoo.ConfigError, match="word-order|in-batch"):
             BiEncoderConfig(**bad)
+
+
+def test_predicting_many_batch_shapes_on_several_models_does_not_retrace():
+    """A job evaluates several models (the training encoder, the best epoch reloaded, teachers) on batches of every
+    length and size; TensorFlow counts traces per Python function across models, so each model must trace its
+    prediction once: no "triggered tf.function retracing" warning (a tiny job's output stays quiet)."""
+    import logging
+
+    from conftest import CJK_CHARS, tiny_sentence_encoder
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    tf_logger = logging.getLogger("tensorflow")
+    tf_logger.addHandler(handler)
+    try:
+        for seed in range(3):
+            encoder = tiny_sentence_encoder(seed=seed)
+            for n, length in [(1, 3), (2, 9), (3, 17), (5, 25), (7, 30), (4, 12)]:
+                texts = [CJK_CHARS[i:i + length] for i in range(n)]
+                assert encoder.encode(texts, batch_size=n, precision="fp32").shape == (n, 32)
+    finally:
+        tf_logger.removeHandler(handler)
+    assert not [r for r in records if "retracing" in r.getMessage()], [r.getMessage()[:120] for r in records]

@@ -61,7 +61,7 @@ def main():
     parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "tiny_runs"))
     args = parser.parse_args()
     only = {c.strip() for c in args.only.split(",") if c.strip()}
-    rows = []
+    rows, load_before = [], os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="zoo-tiny-") as work:
         import gzip
 
@@ -88,7 +88,10 @@ def main():
                 print(done.stderr[-2000:], file=sys.stderr)
     import platform
 
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "rows": rows}
+    shown = ["python", "tools/tiny_runs.py"] + (["--only", args.only] if args.only else [])
+    result = {"command": " ".join(shown), "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "load_average_before": [round(x, 2) for x in load_before],
+              "load_average_after": [round(x, 2) for x in os.getloadavg()], "rows": rows}
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output + ".json", "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, ensure_ascii=False)

@@ -125,19 +125,30 @@ class Task(keras.Model):
                              f"{type(self).__name__}.from_preset")
 
     def _predict_batch(self, batch):
-        if keras.backend.backend() == "tensorflow" and self.distribute_strategy.num_replicas_in_sync > 1:
-            # under MirroredStrategy predict_on_batch hands each replica the whole batch and concatenates the
-            # copies: inference runs as one plain (cross-replica) call instead
-            if getattr(self, "_plain_call", None) is None:
-                import tensorflow as tf
-
-                self._plain_call = tf.function(lambda b: self(b, training=False), reduce_retracing=True)
-            return self._plain_call(batch)
+        """One batch of ids (numpy) -> the model's output (numpy). On TensorFlow: one shape-generic tf.function per
+        model (XLA still compiles each batch shape once). Keras's own predict function traces every new batch
+        shape, and TensorFlow counts traces per Python function across models, so a job that evaluates several
+        models (the best epoch reloaded, teachers) would print "triggered tf.function retracing" warnings."""
+        backend = keras.backend.backend()
         if not self.compiled and not getattr(self, "_jit_chosen", False):
             # XLA without compile(): compiling would attach an optimizer that then gets saved with the weights.
-            self.jit_compile = keras.backend.backend() != "torch"
+            self.jit_compile = backend != "torch"
             self._jit_chosen = True
-        return self.predict_on_batch(batch)
+        if backend != "tensorflow":
+            return self.predict_on_batch(batch)
+        import tensorflow as tf
+
+        # under MirroredStrategy predict_on_batch would hand each replica the whole batch and concatenate the
+        # copies: inference runs as one plain (cross-replica) call instead, without XLA
+        jit = bool(self.jit_compile) and self.distribute_strategy.num_replicas_in_sync == 1
+        key = repr((jit, sorted((k, str(v.dtype), np.ndim(v)) for k, v in batch.items())))
+        cached = getattr(self, "_generic_predict", None)
+        if cached is None or cached[0] != key:
+            specs = {k: tf.TensorSpec([None] * np.ndim(v), tf.as_dtype(v.dtype), name=k) for k, v in batch.items()}
+            function = tf.function(lambda b: self(b, training=False), input_signature=[specs], jit_compile=jit)
+            cached = (key, function)
+            object.__setattr__(self, "_generic_predict", cached)  # not a tracked attribute of the Keras model
+        return keras.ops.convert_to_numpy(cached[1](batch))
 
     def predict_rows(self, rows, batch_size=64, maxlen=None, show_progress_bar=None, unit="row", precision="fp32"):
         """Model outputs for (token ids, segment ids) rows, in input order -> float32 [n, ...].
