@@ -36,6 +36,21 @@ def ingredients(config):
     return " + ".join(parts) or "CoSENT only (today's recipe)"
 
 
+def cpu_seconds(folder):
+    """User + system CPU seconds from ``/usr/bin/time -v`` in FOLDER.log (as bench/quality_ablation.sh writes it),
+    or None: no log, or the timed process resumed an interrupted run (it did only part of the work)."""
+    try:
+        with open(os.path.normpath(folder) + ".log", encoding="utf-8", errors="replace") as f:
+            log = f.read()
+    except FileNotFoundError:
+        return None
+    last = log[log.rfind("[zoo] run folder"):]
+    if "holds a finished run" in last or "resuming" in last:
+        return None
+    times = re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", last)
+    return sum(map(float, times)) if len(times) == 2 else None
+
+
 def row(folder):
     name = os.path.basename(os.path.normpath(folder))
     path = os.path.join(folder, "results.json")
@@ -51,19 +66,23 @@ def row(folder):
             "valid_WORDORDER": best["valid_WORDORDER_spearman"], "selection": best["valid_spearman"],
             "valid_PAWSX": run["tasks"]["PAWSX"]["valid_spearman"],
             "test": {t: run["tasks"][t]["test_spearman"] for t in (*TASKS, "PAWSX")},
-            "train_seconds": run["train_seconds"]}
+            "train_seconds": run["train_seconds"], "cpu_seconds": cpu_seconds(folder)}
 
 
 def markdown(rows):
     head = ["run", "ingredients", *TASKS, "4-task mean", "WORDORDER", "selection (mean of 5)", "PAWS-X valid",
-            "training"]
+            "training (wall)", "CPU, whole run"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         v = [r["valid"][t] for t in TASKS]
         lines.append("| " + " | ".join([r["run"], r["ingredients"], *(f"{x:.2f}" for x in v), f"{sum(v) / 4:.2f}",
                                         f"{r['valid_WORDORDER']:.2f}", f"{r['selection']:.2f}",
-                                        f"{r['valid_PAWSX']:.2f}", f"{r['train_seconds'] / 60:.0f} min"]) + " |")
-    lines += ["", "Valid Spearman x100 at the kept epoch. For the record (nothing is chosen on it), test Spearman:", "",
+                                        f"{r['valid_PAWSX']:.2f}", f"{r['train_seconds'] / 60:.0f} min",
+                                        "-" if r["cpu_seconds"] is None else f"{r['cpu_seconds'] / 60:.0f} min"])
+                     + " |")
+    lines += ["", "Valid Spearman x100 at the kept epoch. Training (wall) depends on what else ran on the 2 cores; CPU is "
+              "user + system time of the whole run (training and every evaluation), '-' for a run that was resumed. "
+              "For the record (nothing is chosen on it), test Spearman:", "",
               "| run | " + " | ".join((*TASKS, "PAWS-X")) + " |", "|---|" + "---|" * (len(TASKS) + 1)]
     for r in rows:
         lines.append(f"| {r['run']} | " + " | ".join(f"{r['test'][t]:.2f}" for t in (*TASKS, "PAWSX")) + " |")

@@ -6,9 +6,9 @@ set -euo pipefail
 RUNS=${1:-runs}
 train() {
     name=$1; shift
-    zoo train bi-encoder --tasks LCQMC,BQ,ATEC,STS-B --eval-tasks PAWSX --batching task --limit-train 10000 \
+    /usr/bin/time -v zoo train bi-encoder --tasks LCQMC,BQ,ATEC,STS-B --eval-tasks PAWSX --batching task --limit-train 10000 \
         --pooling first-last-avg --warmup 0.1 --data-dir ../shared/data --epochs 1 --lr 1e-4 --save-every 500 \
-        --checkpoint ../shared/models/chinese_L-4_H-256_A-4/google --word-order-valid --output "$RUNS/$name" "$@"
+        --checkpoint ../shared/models/chinese_L-4_H-256_A-4/google --word-order-valid --output "$RUNS/$name" "$@" 2> >(tee "$RUNS/$name.log" >&2)
 }
 train abl_base
 train abl_wo --word-order-negatives 8

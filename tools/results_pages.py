@@ -296,7 +296,14 @@ def block_distribute(src, arg=None):
     return distribute_table(src) + source("bench/results/distribute.json")
 
 
-BLOCKS = {"models": block_models, "main-job": block_main_job, "run": block_run, "preset": block_preset,
+def block_bench_table(src, arg):
+    """The table a benchmark wrote into its results file (its ``table`` field), with its command."""
+    data = src.bench(arg)
+    text = data["table"] if isinstance(data["table"], str) else "\n".join(data["table"])
+    return f"`{command(data['command'])}`\n\n" + text.strip() + "\n\n" + source(f"bench/results/{arg}.json")
+
+
+BLOCKS = {"bench-table": block_bench_table, "models": block_models, "main-job": block_main_job, "run": block_run, "preset": block_preset,
           "pretrained": block_pretrained, "inference": block_inference, "million": block_million,
           "paraphrase-retrieval": block_paraphrase_retrieval, "paraphrase": block_paraphrase,
           "generation": block_generation, "integrity": block_integrity, "soak": block_soak, "serving": block_serving,

@@ -79,7 +79,8 @@ def main():
                                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": ""})
             seconds = time.time() - start
             noisy = [line for line in done.stderr.splitlines() if any(n in line for n in NOISE)]
-            shown = " ".join(a.replace(work + os.sep, "") for a in argv)
+            data_dir = os.path.abspath(args.data_dir)
+            shown = " ".join(a.replace(work + os.sep, "").replace(data_dir, args.data_dir) for a in argv)
             rows.append({"command": name, "argv": f"zoo {shown}", "seconds": round(seconds, 1),
                          "exit_status": done.returncode, "quiet": not noisy, "noise": noisy[:5]})
             print(f"{name}: {seconds:.1f} s, exit {done.returncode}, {'quiet' if not noisy else noisy[:2]}",
