@@ -52,6 +52,17 @@ def read_run(folder, command=None):
             "stopped_at": {"epoch": progress["epoch"] + 1, "step": progress["step"]}}
 
 
+
+def typed_command(recorded):
+    """A recorded training argv as a user types it today: ``python tasks/`` before a bare recipe name, and the
+    flags renamed since (``--task`` -> ``--tasks``, ``--from`` -> ``--checkpoint``, ``--out`` -> ``--output``)."""
+    words = recorded.split(" ")
+    if words[0].endswith(".py") and "/" not in words[0]:
+        words = ["python", f"tasks/{words[0]}"] + words[1:]
+    renamed = {"--task": "--tasks", "--from": "--checkpoint", "--out": "--output"}
+    return " ".join(renamed.get(w, w) for w in words)
+
+
 def write_card(folder, record, extra_json=None, weaknesses=""):
     """FOLDER/README.md, the model card, from the figures of ``record`` (ship.json)."""
     config, dtype, sizes = record["config"], record["weights_dtype"], record["sizes_bytes"]
@@ -83,7 +94,7 @@ A zoo preset: `{record['class']}.from_preset("{record['name']}")` (shipped in `d
 | weights | {dtype}: {sizes[dtype] / 2**20:.1f} MiB (float32: {sizes['float32'] / 2**20:.1f} MiB); float16 moves no valid Spearman by more than {record['float16_max_valid_change']:.3f} |
 | data terms | {terms}: use this model for research only |
 
-Reproduce the training: `{record['command_trained']}`
+Reproduce the training: `{typed_command(record['command_trained'])}`
 
 Reproduce the scores and this card: `{record['command']}`{f"; then `{record['card_command']}`" if record.get('card_command') else ''}
 
