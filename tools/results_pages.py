@@ -204,18 +204,31 @@ def block_pretrained(src, arg):
 
 
 def block_inference(src, arg=None):
-    data = src.bench("inference_cosent_L4")
-    (m,) = data["models"].values()
-    speed = m["speed_vs_transformers_fp32"]
-    spear = m["test_spearman"]
-    fastest_st = max((k for k in speed if k.startswith("st_")), key=speed.get)
-    drop = max(abs(spear["zoo_int8_onnxruntime"][t] - spear["zoo_fp32"][t]) for t in spear["zoo_fp32"])
-    return (f"On {count(data['sentences'])} LCQMC test sentences (CPU flags: {', '.join(data['cpu_flags'])}), "
-            f"`precision=\"int8\"` encoded {count(m['sentences_per_second']['zoo_int8_onnxruntime'])} sentences/s, "
-            f"{f2(speed['zoo_int8_onnxruntime'])}x transformers fp32 and "
-            f"{f2(speed['zoo_int8_onnxruntime'] / speed[fastest_st])}x sentence-transformers' fastest backend "
-            f"({fastest_st}), and moved no test Spearman by more than {f2(drop)}; Keras' own int8 ran at "
-            f"{f2(m['keras_int8']['speed_vs_zoo_fp32'])}x zoo fp32. " + source("bench/results/inference_cosent_L4.json"))
+    """Per model of bench/results/inference.json: what auto picks, and that path against transformers fp32 and the
+    best sentence-transformers backend, in throughput (batch 64) and one-sentence latency."""
+    data = src.bench("inference")
+    lines = []
+    for name, m in data["models"].items():
+        pick = "zoo_" + m["auto"]["record"]["choice"]
+        st = [k for k in m["sentences_per_second"] if k.startswith("st_")]
+        best_st = max(st, key=m["speed_vs_best_st"].get)
+        fastest_latency = min(st, key=lambda k: m["latency_batch1"][k]["median_ms"])
+        latency = m["latency_batch1"][pick]["median_ms"]
+        lines.append(
+            f"- `{model_label(name)}`: `auto` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
+            f"sentences/s at batch 64, {f2(m['speed_vs_transformers_fp32'][pick])}x transformers fp32 and "
+            f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence in "
+            f"{latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed of "
+            f"its fastest ({fastest_latency}, {m['latency_batch1'][fastest_latency]['median_ms']:.2f} ms).")
+    flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
+    return (f"Measured side by side on 2 CPU cores (flags: {', '.join(flags)}; interleaved rounds, medians):\n\n"
+            + "\n".join(lines) + "\n\n" + source("bench/results/inference.json"))
+
+
+def model_label(name):
+    """A benchmark's model argument as a short name: a preset's name, or the checkpoint folder's."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..", "google")]
+    return parts[-1] if parts else name
 
 
 def block_million(src, arg=None):
@@ -393,6 +406,12 @@ def page_runs(src):
 
 def page_speed(src):
     out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n\n"]
+    current = src.bench("inference")
+    commands = sorted({command(m["command"]) for m in current["models"].values()})
+    out.append("".join(f"`{c}`\n" for c in commands) + "\n")
+    out.append((src.root / "bench" / "results" / "inference.md").read_text(encoding="utf-8").strip() + "\n\n"
+               + source("bench/results/inference.json", "bench/results/inference.md"))
+    out.append("\n## Earlier: int8 through tf2onnx, before the fused graphs\n\n")
     data = src.bench("inference_cosent_L4")
     out.append(f"`{command(data['command'])}`: {count(data['sentences'])} LCQMC test sentences, batch "
                f"{data['batch_size']}, {data['repeats']} interleaved rounds; speed is the median of each system's "
@@ -559,7 +578,7 @@ def page_other(src, name):
     return "".join(out)
 
 
-COVERED = {"bi_encoder", "distribute", "fuzz", "generation", "inference_cosent_L4", "integrity", "million",
+COVERED = {"bi_encoder", "distribute", "fuzz", "generation", "inference", "inference_cosent_L4", "integrity", "million",
            "paraphrase", "paraphrase_retrieval", "retrieval", "serving", "soak_serving", "streaming", "streaming_jax",
            "streaming_tf_noxla"}  # the benchmark files the pages above render
 

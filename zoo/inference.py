@@ -287,9 +287,10 @@ def new_session(path):
     options.intra_op_num_threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                                else 0)
     options.inter_op_num_threads = 1
-    # idle threads sleep instead of spinning: on a busy machine, spinning threads take the cores from the threads
-    # that have work
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # ONNX Runtime's default, kept: between a run's ops the pool's threads spin instead of sleeping. A small model's
+    # ops take microseconds, and waking sleeping threads for each one measured slower at batch 64 and much slower
+    # for one sentence on 2 idle cores. ``ZOO_ORT_SPIN=0`` makes them sleep (a machine crowded with other work).
+    options.add_session_config_entry("session.intra_op.allow_spinning", os.environ.get("ZOO_ORT_SPIN", "1"))
     return ort.InferenceSession(os.fspath(path), options, providers=["CPUExecutionProvider"])
 
 
