@@ -146,12 +146,9 @@ def stage(name, run, config_class, argv, dims, args, peak):
 
 def float32_copy(model):
     """``model`` rebuilt with the float32 dtype policy (trained in mixed precision: its variables are float32)."""
-    config = model.get_config()
-    config["backbone"] = dict(config["backbone"], config=dict(config["backbone"]["config"], dtype="float32"))
-    copy = type(model).from_config(config)
-    copy.tokenizer = model.tokenizer
-    copy.set_weights(model.get_weights())
-    return copy
+    from zoo.inference import copy_with_dtype
+
+    return copy_with_dtype(model, "float32")
 
 
 def card(record):

@@ -156,14 +156,19 @@ def weights_fingerprint(model, watched=4):
     return h.hexdigest()
 
 
-def bfloat16_copy(model):
-    """``model`` rebuilt with the bfloat16 dtype policy and its weights cast to bfloat16."""
+def copy_with_dtype(model, dtype):
+    """``model`` rebuilt with the ``dtype`` policy ("bfloat16", "float32", "mixed_bfloat16" ...), its weights cast."""
     config = model.get_config()
-    config["backbone"] = dict(config["backbone"], config=dict(config["backbone"]["config"], dtype="bfloat16"))
+    config["backbone"] = dict(config["backbone"], config=dict(config["backbone"]["config"], dtype=dtype))
     copy = type(model).from_config(config)
     copy.tokenizer = model.tokenizer
     copy.set_weights(model.get_weights())
     return copy
+
+
+def bfloat16_copy(model):
+    """``model`` rebuilt with the bfloat16 dtype policy and its weights cast to bfloat16."""
+    return copy_with_dtype(model, "bfloat16")
 
 
 # ----------------------------------------------------------------------------------- ONNX Runtime
