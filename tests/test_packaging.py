@@ -59,3 +59,38 @@ print(json.dumps({{"presets": zoo.available_presets(), "sizes": sizes}}))
                          cwd=str(tmp_path), env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert set(shipped) <= set(json.loads(run.stdout.strip().splitlines()[-1])["presets"])
+
+
+CRASHING_TESTS = '''
+import ctypes, pathlib
+
+def once(name):
+    flag = pathlib.Path(__file__).with_name(name)
+    first = not flag.exists()
+    flag.touch()
+    return first
+
+def test_crashes_once():
+    if once("crashed"):
+        ctypes.string_at(0)  # a segfault: the worker process dies
+
+def test_crashes_every_time():
+    ctypes.string_at(0)
+
+def test_fails_once():
+    assert not once("failed"), "a plain failure"
+'''
+
+
+def test_a_crashed_test_runs_once_more_and_a_plain_failure_does_not(tmp_path):
+    """The suite's rerun policy (setup.cfg): a test whose xdist worker dies reruns once in a fresh worker; one that
+    dies twice fails; a plain failure is never rerun."""
+    pytest.importorskip("pytest_rerunfailures")
+    (tmp_path / "setup.cfg").write_text(open(os.path.join(REPO, "setup.cfg"), encoding="utf-8").read())
+    (tmp_path / "test_crashing.py").write_text(CRASHING_TESTS)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+                          "test_crashing.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300).stdout
+    assert "2 failed, 1 passed, 2 rerun" in out, out
+    assert "FAILED test_crashing.py::test_fails_once - AssertionError: a plain failure" in out, out
+    assert "FAILED test_crashing.py::test_crashes_every_time" in out, out

@@ -203,26 +203,32 @@ def block_pretrained(src, arg):
         f"{f2(meta['masked_accuracy'])}% (data/presets/{arg}/zoo_config.json).")
 
 
+INFERENCE_RUNS = ("inference", "inference_avx2")  # bench_inference.py's results on an AVX-512 and an AVX2-only host
+
+
 def block_inference(src, arg=None):
-    """Per model of bench/results/inference.json: what auto picks, and that path against transformers fp32 and the
-    best sentence-transformers backend, in throughput (batch 64) and one-sentence latency."""
-    data = src.bench("inference")
-    lines = []
-    for name, m in data["models"].items():
-        pick = "zoo_" + m["auto"]["record"]["choice"]
-        st = [k for k in m["sentences_per_second"] if k.startswith("st_")]
-        best_st = max(st, key=m["speed_vs_best_st"].get)
-        fastest_latency = min(st, key=lambda k: m["latency_batch1"][k]["median_ms"])
-        latency = m["latency_batch1"][pick]["median_ms"]
-        lines.append(
-            f"- `{model_label(name)}`: `auto` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
-            f"sentences/s at batch 64, {f2(m['speed_vs_transformers_fp32'][pick])}x transformers fp32 and "
-            f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence in "
-            f"{latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed of "
-            f"its fastest ({fastest_latency}, {m['latency_batch1'][fastest_latency]['median_ms']:.2f} ms).")
-    flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
-    return (f"Measured side by side on 2 CPU cores (flags: {', '.join(flags)}; interleaved rounds, medians):\n\n"
-            + "\n".join(lines) + "\n\n" + source("bench/results/inference.json"))
+    """Per CPU and model of the bench/results/inference*.json files: what auto picks, and that path against
+    transformers fp32 and the best sentence-transformers backend, in throughput (batch 64) and one-sentence latency."""
+    out = []
+    for run in INFERENCE_RUNS:
+        data = src.bench(run)
+        lines = []
+        for name, m in data["models"].items():
+            pick = "zoo_" + m["auto"]["record"]["choice"]
+            st = [k for k in m["sentences_per_second"] if k.startswith("st_")]
+            best_st = max(st, key=m["speed_vs_best_st"].get)
+            fastest_latency = min(st, key=lambda k: m["latency_batch1"][k]["median_ms"])
+            latency = m["latency_batch1"][pick]["median_ms"]
+            lines.append(
+                f"- `{model_label(name)}`: `auto` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
+                f"sentences/s at batch 64, {f2(m['speed_vs_transformers_fp32'][pick])}x transformers fp32 and "
+                f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence "
+                f"in {latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed "
+                f"of its fastest ({fastest_latency}, {m['latency_batch1'][fastest_latency]['median_ms']:.2f} ms).")
+        flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
+        out.append(f"Measured side by side on 2 CPU cores with {', '.join(flags)} (interleaved rounds, medians):\n\n"
+                   + "\n".join(lines) + "\n\n" + source(f"bench/results/{run}.json"))
+    return "\n".join(out)
 
 
 def model_label(name):
@@ -405,12 +411,24 @@ def page_runs(src):
 
 
 def page_speed(src):
-    out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n\n"]
-    current = src.bench("inference")
-    commands = sorted({command(m["command"]) for m in current["models"].values()})
-    out.append("".join(f"`{c}`\n" for c in commands) + "\n")
-    out.append((src.root / "bench" / "results" / "inference.md").read_text(encoding="utf-8").strip() + "\n\n"
-               + source("bench/results/inference.json", "bench/results/inference.md"))
+    out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n"]
+    for run in INFERENCE_RUNS:
+        current = src.bench(run)
+        flags = sorted({f for m in current["models"].values() for f in m["cpu_flags"]})
+        commands = sorted({command(m["command"]) for m in current["models"].values()})
+        out.append(f"\n### 2 CPU cores with {', '.join(flags)}\n\n" + "".join(f"`{c}`\n" for c in commands) + "\n")
+        out.append((src.root / "bench" / "results" / f"{run}.md").read_text(encoding="utf-8").strip() + "\n\n"
+                   + source(f"bench/results/{run}.json", f"bench/results/{run}.md"))
+    m = src.bench("matmul")
+    r384 = m["results"]["384"]
+    out.append(f"\n### The matrix products: what bounds int8 on each CPU\n\n"
+               f"One feed-forward product of a layer (64 sentences of ~14 tokens) in ONNX Runtime float32 and int8 "
+               f"and in PyTorch float32 and int8 (FBGEMM). At H=384 here, ONNX Runtime's int8 product runs at "
+               f"{f2(r384['int8_over_fp32']['int8 u8s8'])}x its float32 one, and PyTorch's at "
+               f"{f2(r384['int8_over_fp32']['torch int8'])}x its own float32: an encoder made of these products can "
+               f"be only that much faster in int8 on this CPU.\n\n"
+               + (src.root / "bench" / "results" / "matmul.md").read_text(encoding="utf-8").strip() + "\n\n"
+               + source("bench/results/matmul.json", "bench/results/matmul.md"))
     out.append("\n## Earlier: int8 through tf2onnx, before the fused graphs\n\n")
     data = src.bench("inference_cosent_L4")
     out.append(f"`{command(data['command'])}`: {count(data['sentences'])} LCQMC test sentences, batch "
@@ -578,9 +596,9 @@ def page_other(src, name):
     return "".join(out)
 
 
-COVERED = {"bi_encoder", "distribute", "fuzz", "generation", "inference", "inference_cosent_L4", "integrity", "million",
-           "paraphrase", "paraphrase_retrieval", "retrieval", "serving", "soak_serving", "streaming", "streaming_jax",
-           "streaming_tf_noxla"}  # the benchmark files the pages above render
+COVERED = {"bi_encoder", "distribute", "fuzz", "generation", *INFERENCE_RUNS, "inference_cosent_L4", "integrity",
+           "matmul", "million", "paraphrase", "paraphrase_retrieval", "retrieval", "serving", "soak_serving",
+           "streaming", "streaming_jax", "streaming_tf_noxla"}  # the benchmark files the pages above render
 
 
 def other_results(src):
