@@ -175,6 +175,11 @@ def test_auto_rules(monkeypatch):
     record = inference.measure(encoder)
     assert set(record["seconds"]) == {"fp32", "onnx-fp32", "int8"}  # int8 is close on the probe: all are timed
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)  # the fastest
+    # on the whole workload: the probe rows in batches, then some of them one at a time
+    assert record["single_rows"] == min(inference.PROBE_SINGLE_ROWS, record["timed_rows"]) > 0
+    for p, seconds in record["seconds"].items():
+        assert record["seconds_batched"][p] > 0 and record["seconds_single"][p] > 0
+        assert record["seconds_batched"][p] + record["seconds_single"][p] == pytest.approx(seconds, rel=0.3)
     monkeypatch.setattr(inference, "MAX_SPEARMAN_LOSS", -1.0)  # int8 always loses too much: a float path
     record = inference.measure(encoder)
     assert "int8" not in record["seconds"] and record["choice"] in ("fp32", "onnx-fp32"), record
