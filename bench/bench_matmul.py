@@ -1,4 +1,4 @@
-"""ONNX Runtime's matrix products at the sizes of a BERT layer, float32 against int8, on this CPU.
+"""Matrix products at the sizes of a BERT layer, float32 against int8, on this CPU (ONNX Runtime; PyTorch too).
 
     python bench/bench_matmul.py
 
@@ -56,7 +56,7 @@ def graph(kind, weights):
     """A one-node ONNX graph x [rows, H] -> x @ weights, as float32 MatMul or int8 DynamicQuantizeMatMul."""
     from onnx import TensorProto, helper, numpy_helper
 
-    rows_h, out = (None, weights.shape[0]), weights.shape[1]
+    hidden, out = weights.shape
     if kind == "fp32":
         node, inits = helper.make_node("MatMul", ["x", "w"], ["y"]), [numpy_helper.from_array(weights, "w")]
     else:
@@ -70,7 +70,7 @@ def graph(kind, weights):
         node = helper.make_node("DynamicQuantizeMatMul", ["x", "w", "s", "z"], ["y"], domain="com.microsoft")
         inits = [numpy_helper.from_array(quantized, "w"), numpy_helper.from_array(np.float32([scale]), "s"),
                  numpy_helper.from_array(np.array([zero]), "z")]
-    g = helper.make_graph([node], "product", [helper.make_tensor_value_info("x", TensorProto.FLOAT, rows_h)],
+    g = helper.make_graph([node], "product", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (None, hidden))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (None, out))], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
 

@@ -1,10 +1,12 @@
-"""An installed wheel (not this checkout) carries every package and the shipped presets, loadable by name."""
+"""An installed wheel (not this checkout) carries every package and the shipped presets, loadable by name; and the
+suite's own rerun policy for a crashed worker (setup.cfg)."""
 
 import configparser
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,7 +88,7 @@ def test_a_crashed_test_runs_once_more_and_a_plain_failure_does_not(tmp_path):
     """The suite's rerun policy (setup.cfg): a test whose xdist worker dies reruns once in a fresh worker; one that
     dies twice fails; a plain failure is never rerun."""
     pytest.importorskip("pytest_rerunfailures")
-    (tmp_path / "setup.cfg").write_text(open(os.path.join(REPO, "setup.cfg"), encoding="utf-8").read())
+    (tmp_path / "setup.cfg").write_text(Path(REPO, "setup.cfg").read_text(encoding="utf-8"))
     (tmp_path / "test_crashing.py").write_text(CRASHING_TESTS)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
                           "test_crashing.py"], cwd=tmp_path, capture_output=True, text=True,
