@@ -50,18 +50,32 @@ def require_shared(*relative_paths):
     return paths[0] if len(paths) == 1 else paths
 
 
+def missing(message):
+    """Skip (a whole module when called at its top level), or fail under CI=true, where every optional test
+    package is installed, so a skip would hide a broken install."""
+    if in_ci():
+        pytest.fail(f"CI=true and {message}", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
 def require_module(name, install):
-    """``import name``; skips the test when it is missing (fails it when ``CI=true``, where every optional test
-    package is installed, so a skip would hide a broken install)."""
+    """``import name``; skips the test (or the module) when it is missing (fails it when ``CI=true``)."""
     import importlib
 
     try:
         return importlib.import_module(name)
     except ImportError as e:
-        message = f"{name} is not installed ({install}): {e}"
-        if in_ci():
-            pytest.fail(f"CI=true and {message}", pytrace=False)
-        pytest.skip(message)
+        missing(f"{name} is not installed ({install}): {e}")
+
+
+def require_installed(*names, install):
+    """Skip (fail under CI=true) unless every package of ``names`` is installed, without importing them in this
+    process (torch, say, runs only in subprocesses: ``LANES`` below)."""
+    import importlib.util
+
+    absent = [n for n in names if importlib.util.find_spec(n) is None]
+    if absent:
+        missing(f"{', '.join(absent)} not installed ({install})")
 
 
 def read_pairs(path):
@@ -73,6 +87,60 @@ def read_pairs(path):
             assert len(fields) == 3, f"{path}: bad line {line!r}"
             pairs.append((fields[0], fields[1]))
     return pairs
+
+
+# ------------------------------------------------------------------------------ lanes
+# The suite runs in lanes, one pytest run each (tools/run_tests.py runs them in sequence and sums them up), so that
+# a process holds one native stack: the main lane's workers run TensorFlow, ONNX Runtime, faiss and grpc; Ray and
+# Milvus Lite run in their own lanes; PyTorch only in subprocesses (tests/torch_reference.py), as JAX-backend
+# tests do. ``pytest`` alone runs the main lane; ``pytest --lane ray`` another.
+LANES = {"ray": ("test_ray_encode.py",), "milvus": ("test_milvus.py",)}
+KEPT_OUT = {"main": ("torch", "ray", "pymilvus", "milvus_lite"), "ray": ("torch", "pymilvus", "milvus_lite"),
+            "milvus": ("torch", "ray")}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lane", default="main", choices=("main", *LANES),
+                     help="which lane's test files to collect (tools/run_tests.py runs every lane)")
+
+
+def lane_of(path):
+    return next((lane for lane, files in LANES.items() if Path(path).name in files), "main")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return True if lane_of(collection_path) != config.getoption("lane") else None
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """With ZOO_LANE_REPORT set (tools/run_tests.py), write the run's counts there as JSON."""
+    path = os.environ.get("ZOO_LANE_REPORT")
+    if path and not hasattr(config, "workerinput"):
+        import json
+
+        counts = {k: len(v) for k, v in terminalreporter.stats.items() if k}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({**counts, "exitstatus": int(exitstatus)}, f)
+
+
+_blamed = set()
+
+
+@pytest.fixture(autouse=True)
+def _one_native_stack(request):
+    """A test that imports a runtime kept out of its lane (torch in a TensorFlow worker, say) fails: the first one
+    to do it, named with the module."""
+    import sys
+
+    lane = request.config.getoption("lane")
+    yield
+    loaded = [m for m in KEPT_OUT[lane] if m in sys.modules and m not in _blamed]
+    if loaded:
+        _blamed.update(loaded)
+        pytest.fail(f"{request.node.nodeid} imported {loaded} into a {lane}-lane process (tests/conftest.py LANES: "
+                    f"run it in a subprocess, as tests/torch_reference.py does, or in its own lane)", pytrace=False)
 
 
 # ------------------------------------------------------------------------------ test order
@@ -143,40 +211,43 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
                    max_position_embeddings=64, type_vocab_size=2, hidden_act="gelu")
 
 
-def randomize_(model, seed=0, scale=0.05):
-    """Perturb every parameter (biases and LayerNorm start at 0/1, which would hide mapping mistakes)."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * scale)
-    return model.eval()
-
-
 def tiny_bert_config(vocab_size, **overrides):
-    from transformers import BertConfig
+    """A transformers BertConfig of the tiny model, as a dict (``torch_reference`` builds the model from it)."""
+    return {"vocab_size": vocab_size, **TINY_CONFIG, **overrides}
 
-    return BertConfig(vocab_size=vocab_size, **{**TINY_CONFIG, **overrides})
+
+def reference_outputs(outputs, prefix=""):
+    """The backbone outputs (sequence_output, pooled_output, mlm_logits) of a ``torch_reference`` result."""
+    keys = ("sequence_output", "pooled_output", "mlm_logits")
+    return {k: outputs[prefix + k] for k in keys if prefix + k in outputs}
+
+
+def state_of(outputs):
+    """The transformers state dict (numpy) of a ``torch_reference.run("build", ...)`` result."""
+    return {k[len("state/"):]: v for k, v in outputs.items() if k.startswith("state/")}
 
 
 @pytest.fixture(scope="session")
-def tiny_hf(tmp_path_factory, tiny_vocab):
-    """A random tiny ``BertForPreTraining`` saved to a folder (config.json, model.safetensors, vocab.txt).
+def tiny_hf(tmp_path_factory, tiny_vocab, tiny_batch):
+    """A random tiny ``BertForPreTraining`` saved to a folder (config.json, model.safetensors, vocab.txt), built by
+    transformers in a subprocess (``torch_reference``).
 
-    Returns a dict: ``dir``, ``model`` (the torch model, eval mode), ``config``.
+    Returns a dict: ``dir``; ``variants`` (the same weights as ``BertModel``, ``BertForMaskedLM`` and
+    ``pytorch_model.bin`` folders); ``config`` (dict); ``state`` (its state dict as numpy arrays); ``outputs``
+    (transformers' outputs on ``tiny_batch``, hidden states and the linear pooler included).
     """
-    import torch
-    from transformers import BertForPreTraining
+    import torch_reference
 
     tokens, vocab_path = tiny_vocab
-    torch.manual_seed(0)
-    config = tiny_bert_config(len(tokens))
-    model = randomize_(BertForPreTraining(config))
     folder = tmp_path_factory.mktemp("tiny_hf")
-    model.save_pretrained(folder)
+    variants = {name: folder.parent / f"{folder.name}_{name.replace('.', '_')}" for name in
+                torch_reference.TINY_VARIANTS}
+    config = tiny_bert_config(len(tokens))
+    out = torch_reference.run("build", config=config, model="BertForPreTraining", seed=0, scale=0.05,
+                              save={"hf": str(folder), "variants": {k: str(v) for k, v in variants.items()}},
+                              batch=tiny_batch)
     (folder / "vocab.txt").write_text(vocab_path.read_text(encoding="utf-8"), encoding="utf-8")
-    return {"dir": folder, "model": model, "config": config}
+    return {"dir": folder, "variants": variants, "config": config, "state": state_of(out), "outputs": out}
 
 
 @pytest.fixture(scope="session")
@@ -186,9 +257,9 @@ def tiny_batch(tiny_vocab):
 
 
 @pytest.fixture(scope="session")
-def tiny_reference(tiny_hf, tiny_batch):
+def tiny_reference(tiny_hf):
     """transformers outputs of the tiny model on ``tiny_batch``: sequence_output, pooled_output, mlm_logits."""
-    return torch_outputs(tiny_hf["model"], tiny_batch)
+    return reference_outputs(tiny_hf["outputs"])
 
 
 def random_batch(vocab_size, lengths=(16, 12, 7, 3), seq_len=16, seed=0, first_special=(7, 8)):
@@ -207,25 +278,6 @@ def random_batch(vocab_size, lengths=(16, 12, 7, 3), seq_len=16, seed=0, first_s
         segment_ids[i, split:n] = 1
         padding_mask[i, :n] = 1
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-
-
-def torch_outputs(model, batch):
-    """sequence_output, pooled_output and (for a model with an MLM head) mlm_logits of a transformers model."""
-    import torch
-
-    with torch.no_grad():
-        ids = torch.as_tensor(np.asarray(batch["token_ids"]), dtype=torch.long)
-        seg = torch.as_tensor(np.asarray(batch["segment_ids"]), dtype=torch.long)
-        mask = torch.as_tensor(np.asarray(batch["padding_mask"]), dtype=torch.long)
-        bert = model.bert if hasattr(model, "bert") else model
-        out = bert(input_ids=ids, token_type_ids=seg, attention_mask=mask)
-        result = {"sequence_output": out.last_hidden_state.numpy()}
-        if getattr(out, "pooler_output", None) is not None:
-            result["pooled_output"] = out.pooler_output.numpy()
-        if hasattr(model, "cls"):
-            head = model.cls.predictions if hasattr(model.cls, "predictions") else model.cls
-            result["mlm_logits"] = head(out.last_hidden_state).numpy()
-    return result
 
 
 def zoo_outputs(backbone, batch, **extra):
@@ -324,11 +376,10 @@ def hf_google_pairs(num_layers):
     return pairs
 
 
-def hf_to_google_arrays(model):
-    """Google-named float32 arrays of a transformers BertForPreTraining (independent mapping)."""
-    state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+def hf_to_google_arrays(state, num_layers):
+    """Google-named float32 arrays of a transformers BertForPreTraining state dict (independent mapping)."""
     return {g: np.ascontiguousarray(state[h].T if t else state[h]).astype("float32")
-            for h, g, t in hf_google_pairs(model.config.num_hidden_layers)}
+            for h, g, t in hf_google_pairs(num_layers)}
 
 
 def write_google_checkpoint(arrays, folder, config, vocab_tokens=None):
@@ -348,13 +399,11 @@ def write_google_checkpoint(arrays, folder, config, vocab_tokens=None):
 
 
 def google_config_of(hf_config):
-    """A Google ``bert_config.json`` dict from a transformers BertConfig."""
-    c = hf_config
-    return {"attention_probs_dropout_prob": 0.1, "hidden_act": c.hidden_act, "hidden_dropout_prob": 0.1,
-            "hidden_size": c.hidden_size, "initializer_range": 0.02, "intermediate_size": c.intermediate_size,
-            "max_position_embeddings": c.max_position_embeddings, "num_attention_heads": c.num_attention_heads,
-            "num_hidden_layers": c.num_hidden_layers, "type_vocab_size": c.type_vocab_size,
-            "vocab_size": c.vocab_size}
+    """A Google ``bert_config.json`` dict from a transformers BertConfig dict (``tiny_bert_config``)."""
+    keys = ("hidden_act", "hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+            "num_hidden_layers", "type_vocab_size", "vocab_size")
+    return {"attention_probs_dropout_prob": 0.1, "hidden_dropout_prob": 0.1, "initializer_range": 0.02,
+            **{k: hf_config[k] for k in keys}}
 
 
 @pytest.fixture(autouse=True)

@@ -305,6 +305,18 @@ def test_deprecated_names_warn_with_their_replacement_and_still_work(tmp_path, t
     assert not taught, taught
 
 
+def test_a_deprecated_spelling_is_an_error_in_the_tests():
+    """setup.cfg turns zoo's own deprecation warnings into errors, so zoo's code (and the tests, outside
+    ``pytest.warns``) never uses a deprecated spelling; other packages' DeprecationWarnings are not errors."""
+    import warnings
+
+    from zoo.errors import ZooDeprecationWarning
+
+    with pytest.raises(ZooDeprecationWarning, match="zoo.load_tokenizer is deprecated"):
+        zoo.load_tokenizer  # noqa: B018
+    warnings.warn("another package's deprecation", DeprecationWarning)  # ignored, not raised
+
+
 @pytest.mark.slow
 def test_every_submodule_is_an_attribute_of_a_bare_import_zoo():
     """``import zoo`` then ``zoo.logs``, ``zoo.train`` ...: every module of the package is reachable by attribute."""

@@ -14,8 +14,9 @@ import pytest
 
 import zoo
 from zoo.presets import load_saved
-from conftest import (L4, L6, assert_outputs_close, require_module, hf_google_pairs, load_quietly, max_diff, randomize_,
-                      read_pairs, require_shared, tiny_bert_config, torch_outputs, zoo_outputs)
+import torch_reference
+from conftest import (L4, L6, assert_outputs_close, hf_google_pairs, load_quietly, max_diff, read_pairs, reference_outputs,
+                      require_module, require_shared, tiny_bert_config, zoo_outputs)
 
 PARITY_ATOL = 1e-4
 OUTPUTS = ("sequence_output", "pooled_output", "mlm_logits")
@@ -40,11 +41,9 @@ def lcqmc_batch():
 
 @pytest.fixture(scope="module")
 def l4_reference(lcqmc_batch):
-    """transformers BertForPreTraining on the L4 hf folder: the numerical reference."""
-    from transformers import BertForPreTraining
-
-    model = BertForPreTraining.from_pretrained(str(require_shared(f"{L4}/hf"))).eval()
-    return torch_outputs(model, lcqmc_batch)
+    """transformers BertForPreTraining on the L4 hf folder: the numerical reference (computed in a subprocess)."""
+    return reference_outputs(torch_reference.run("from_pretrained", folder=str(require_shared(f"{L4}/hf")),
+                                                 model="BertForPreTraining", batch=lcqmc_batch))
 
 
 @pytest.fixture(scope="module")
@@ -84,32 +83,28 @@ def test_l4_google_and_hf_folders_identical(l4_google, l4_hf, lcqmc_batch):
         np.testing.assert_array_equal(ops.convert_to_numpy(wg), ops.convert_to_numpy(wh), err_msg=wg.path)
 
 
-def torch_from_google(folder):
-    """A transformers BertForPreTraining holding a Google TF1 checkpoint, via the test's own name mapping."""
+def torch_from_google(folder, batch):
+    """Outputs on ``batch`` of a transformers BertForPreTraining holding a Google TF1 checkpoint, via the test's own
+    name mapping (the checkpoint is read here, the model runs in a subprocess; it checks that only the tied MLM
+    decoder is missing and that it is tied)."""
     import tensorflow as tf
-    import torch
-    from transformers import BertConfig, BertForPreTraining
 
-    config = BertConfig(**json.loads((folder / "bert_config.json").read_text()))
-    model = BertForPreTraining(config).eval()
+    config = json.loads((folder / "bert_config.json").read_text())
     reader = tf.train.load_checkpoint(str(folder / "bert_model.ckpt"))
-    pairs = hf_google_pairs(config.num_hidden_layers)
+    pairs = hf_google_pairs(config["num_hidden_layers"])
     assert set(reader.get_variable_to_shape_map()) == {g for _, g, _ in pairs}, "unexpected checkpoint variables"
     state = {}
     for h, g, transpose in pairs:
         a = reader.get_tensor(g)
-        state[h] = torch.from_numpy(np.ascontiguousarray(a.T if transpose else a))
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and set(missing) <= {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
-    head = model.cls.predictions
-    assert head.decoder.weight is model.bert.embeddings.word_embeddings.weight and head.decoder.bias is head.bias
-    return model
+        state[h] = np.ascontiguousarray(a.T if transpose else a)
+    return reference_outputs(torch_reference.run("build", config=config, model="BertForPreTraining", state=state,
+                                                 batch=batch))
 
 
 @pytest.mark.slow
 def test_l6_google_matches_transformers(lcqmc_batch):
     folder = require_shared(f"{L6}/google")
-    reference = torch_outputs(torch_from_google(folder), lcqmc_batch)
+    reference = torch_from_google(folder, lcqmc_batch)
     backbone = load_quietly(folder, with_mlm=True)
     assert backbone.num_layers == 6 and backbone.hidden_dim == 384
     assert backbone.load_report.missing == [] and backbone.load_report.unused == NSP
@@ -176,22 +171,14 @@ def test_tiny_model_matches_transformers(tiny_zoo, tiny_reference, tiny_batch):
 def test_exact_erf_gelu(tmp_path, tiny_vocab, tiny_batch):
     """zoo uses the exact erf GELU: it matches a transformers model with hidden_act='gelu' and is
     distinguishable from the same weights run with the tanh approximation ('gelu_new')."""
-    import torch
-    from transformers import BertModel
-
-    torch.manual_seed(1)
     # larger weights than usual, so FFN pre-activations reach |x| ~ 2, where erf and tanh GELU differ most
     config = tiny_bert_config(len(tiny_vocab[0]), initializer_range=0.2)
-    model = randomize_(BertModel(config), seed=1, scale=0.1)
-    model.save_pretrained(tmp_path)
+    ref = torch_reference.run("build", config=config, model="BertModel", seed=1, scale=0.1,
+                              save={"hf": str(tmp_path)}, gelu_new=str(tmp_path / "tanh"), batch=tiny_batch)
     backbone = zoo.BertBackbone.from_preset(str(tmp_path))
     assert backbone.activation == "gelu"
     out = zoo_outputs(backbone, tiny_batch)
-    erf = torch_outputs(model, tiny_batch)
-    model.config.hidden_act = "gelu_new"
-    tanh_model = BertModel(model.config).eval()
-    tanh_model.load_state_dict(model.state_dict())
-    tanh = torch_outputs(tanh_model, tiny_batch)
+    erf, tanh = reference_outputs(ref), reference_outputs(ref, prefix="tanh/")
     mask = tiny_batch["padding_mask"]
     d_erf = max_diff(out["sequence_output"], erf["sequence_output"], mask)
     d_tanh = max_diff(out["sequence_output"], tanh["sequence_output"], mask)
@@ -199,8 +186,7 @@ def test_exact_erf_gelu(tmp_path, tiny_vocab, tiny_batch):
     print(f"gelu: zoo vs erf {d_erf:.2e}, zoo vs tanh {d_tanh:.2e}, erf vs tanh (torch) {d_ref:.2e}")
     assert d_erf <= 1e-5
     assert d_ref > 5e-4 and d_tanh > 100 * d_erf
-    # and a config asking for the tanh form gets it
-    tanh_model.save_pretrained(tmp_path / "tanh")
+    # and a config asking for the tanh form gets it (the subprocess saved it with hidden_act="gelu_new")
     tanh_backbone = zoo.BertBackbone.from_preset(str(tmp_path / "tanh"))
     assert max_diff(zoo_outputs(tanh_backbone, tiny_batch)["sequence_output"], tanh["sequence_output"], mask) <= 1e-5
 
@@ -272,21 +258,15 @@ def test_padding_positions_do_not_leak(tiny_zoo, tiny_batch):
 
 
 def test_hidden_states_and_linear_pooler(tiny_hf, tiny_batch):
-    import torch
-
     backbone = load_quietly(tiny_hf["dir"], output_hidden_states=True, pooler_activation="linear")
     out = backbone(tiny_batch, training=False)
     hidden = [np.asarray(h) for h in out["hidden_states"]]
-    model = tiny_hf["model"]
-    with torch.no_grad():
-        ref = model.bert(input_ids=torch.as_tensor(tiny_batch["token_ids"], dtype=torch.long),
-                         token_type_ids=torch.as_tensor(tiny_batch["segment_ids"], dtype=torch.long),
-                         attention_mask=torch.as_tensor(tiny_batch["padding_mask"], dtype=torch.long),
-                         output_hidden_states=True)
-        linear_pooled = model.bert.pooler.dense(ref.last_hidden_state[:, 0]).numpy()
-    assert len(hidden) == len(ref.hidden_states) == 3
-    for i, (h, r) in enumerate(zip(hidden, ref.hidden_states)):
-        assert max_diff(h, r.numpy(), tiny_batch["padding_mask"]) <= 1e-5, f"hidden state {i}"
+    ref = tiny_hf["outputs"]  # transformers' outputs with output_hidden_states=True (torch_reference)
+    ref_hidden = [ref[k] for k in sorted((k for k in ref if k.startswith("hidden_state_")), key=lambda k: int(k[13:]))]
+    linear_pooled = ref["linear_pooled"]
+    assert len(hidden) == len(ref_hidden) == 3
+    for i, (h, r) in enumerate(zip(hidden, ref_hidden)):
+        assert max_diff(h, r, tiny_batch["padding_mask"]) <= 1e-5, f"hidden state {i}"
     np.testing.assert_allclose(np.asarray(out["pooled_output"]), linear_pooled, rtol=0, atol=1e-5)
 
 

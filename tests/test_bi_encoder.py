@@ -86,7 +86,7 @@ def test_save_load_round_trips(tiny_encoders, tmp_path, pooling):
     enc = tiny_encoders[pooling]
     expected = enc.encode(TEXTS)
     enc.save_to_preset(tmp_path / "preset")
-    loaded = zoo.SentenceEncoder.load(tmp_path / "preset")
+    loaded = zoo.SentenceEncoder.from_preset(tmp_path / "preset")
     assert loaded.pooling == pooling and loaded.tokenizer.vocab == enc.tokenizer.vocab
     np.testing.assert_allclose(loaded.encode(TEXTS), expected, atol=1e-6)
     enc.save(str(tmp_path / "enc.keras"))
@@ -276,8 +276,8 @@ def tiny_job_flags(root):
     if not (root / "preset").exists():
         keras.utils.set_random_seed(1)
         tok = zoo.Tokenizer(synthetic_vocab())
-        zoo.save_preset(zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=32, dropout=0.0), tok,
-                        root / "preset")
+        zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=32, dropout=0.0).save_to_preset(
+            root / "preset", tok)
         word_order_task(root / "data" / "LCQMC")
     return ["--tasks", "LCQMC", "--checkpoint", str(root / "preset"), "--data-dir", str(root / "data"),
             "--batch-size", "16", "--maxlen", "16", "--lr", "2e-3", "--eval-batch-size", "64", "--no-progress",

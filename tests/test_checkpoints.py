@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import pytest
 
+import torch_reference
 import zoo
 from conftest import (assert_outputs_close, google_config_of, hf_google_pairs, hf_to_google_arrays, load_quietly, logs,
                       no_warning_logged, write_google_checkpoint, zoo_outputs)
@@ -28,7 +29,7 @@ TOL = 1e-5
 @pytest.fixture(scope="module")
 def tiny_arrays(tiny_hf):
     """Google-named arrays of the tiny model, by the test's own mapping."""
-    return hf_to_google_arrays(tiny_hf["model"])
+    return hf_to_google_arrays(tiny_hf["state"], tiny_hf["config"]["num_hidden_layers"])
 
 
 @pytest.fixture(scope="module")
@@ -53,54 +54,29 @@ def copy_google(src, dst, arrays=None, config_edit=None):
 
 
 # ------------------------------------------------------------------------------------------------ transformers folders
-def _save_bert_model(model, folder):
-    from transformers import BertModel
-
-    m = BertModel(model.config).eval()
-    m.load_state_dict(model.bert.state_dict())
-    m.save_pretrained(folder)
-
-
-def _save_masked_lm(model, folder):
-    from transformers import BertForMaskedLM
-
-    m = BertForMaskedLM(model.config).eval()
-    state = {k: v for k, v in model.state_dict().items() if not k.startswith(("bert.pooler.", "cls.seq_relationship."))}
-    missing, unexpected = m.load_state_dict(state, strict=False)
-    assert not missing and not unexpected, (missing, unexpected)
-    m.save_pretrained(folder)
-
-
-def _save_bin(model, folder):
-    import torch
-
-    folder.mkdir(parents=True, exist_ok=True)
-    model.config.to_json_file(str(folder / "config.json"))
-    torch.save(model.state_dict(), folder / "pytorch_model.bin")  # tied decoder.* included, as old checkpoints do
-
-
 # the load warning names what was left out (by head: "pooler (2 variables)", or by variable name)
 WARN_UNUSED_NSP = r"not used by this model: .*(NSP head|cls/seq_relationship)"
 WARN_MISSING_POOLER = r"left randomly initialised: .*(pooler|bert/pooler/dense)"
 
-VARIANTS = {  # name -> (writer, with_mlm, expected missing, expected unused, warning, outputs compared)
-    "BertForPreTraining": (None, True, [], NSP, WARN_UNUSED_NSP,
-                           ("sequence_output", "pooled_output", "mlm_logits")),
-    "BertModel": (_save_bert_model, False, [], [], None, ("sequence_output", "pooled_output")),
-    "BertForMaskedLM": (_save_masked_lm, True, POOLER, [], WARN_MISSING_POOLER, ("sequence_output", "mlm_logits")),
-    "pytorch_model.bin": (_save_bin, True, [], NSP, WARN_UNUSED_NSP,
-                          ("sequence_output", "pooled_output", "mlm_logits")),
+# name -> (with_mlm, expected missing, expected unused, warning, outputs compared); the folders are tiny_hf's (its
+# BertForPreTraining, and the same weights written by transformers as each other layout: tests/torch_reference.py)
+VARIANTS = {
+    "BertForPreTraining": (True, [], NSP, WARN_UNUSED_NSP, ("sequence_output", "pooled_output", "mlm_logits")),
+    "BertModel": (False, [], [], None, ("sequence_output", "pooled_output")),
+    "BertForMaskedLM": (True, POOLER, [], WARN_MISSING_POOLER, ("sequence_output", "mlm_logits")),
+    "pytorch_model.bin": (True, [], NSP, WARN_UNUSED_NSP, ("sequence_output", "pooled_output", "mlm_logits")),
 }
+
+
+def tiny_folder(tiny_hf, variant):
+    return tiny_hf["dir"] if variant == "BertForPreTraining" else tiny_hf["variants"][variant]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_batch, tiny_reference, caplog):
-    writer, with_mlm, missing, unused, warning, keys = VARIANTS[variant]
-    folder = tiny_hf["dir"]
-    if writer is not None:
-        folder = tmp_path / variant
-        writer(tiny_hf["model"], folder)
+def test_transformers_folders_load_and_match(variant, tiny_hf, tiny_batch, tiny_reference, caplog):
+    with_mlm, missing, unused, warning, keys = VARIANTS[variant]
+    folder = tiny_folder(tiny_hf, variant)
     files = {p.name for p in folder.iterdir()}
     assert ("pytorch_model.bin" in files) == (variant == "pytorch_model.bin")
     if warning:
@@ -116,10 +92,9 @@ def test_transformers_folders_load_and_match(variant, tmp_path, tiny_hf, tiny_ba
     assert_outputs_close(out, tiny_reference, tiny_batch["padding_mask"], TOL, keys=keys, label=variant)
 
 
-def test_bert_model_folder_with_mlm_reports_missing_head(tmp_path, tiny_hf, caplog):
-    _save_bert_model(tiny_hf["model"], tmp_path)
+def test_bert_model_folder_with_mlm_reports_missing_head(tiny_hf, caplog):
     with logs(caplog, "left randomly initialised", logging.WARNING):
-        backbone = zoo.BertBackbone.from_preset(str(tmp_path), with_mlm=True)
+        backbone = zoo.BertBackbone.from_preset(str(tiny_folder(tiny_hf, "BertModel")), with_mlm=True)
     assert backbone.load_report.missing == [
         "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
         "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
@@ -130,34 +105,25 @@ def test_bert_model_folder_with_mlm_reports_missing_head(tmp_path, tiny_hf, capl
 
 
 def test_torch_zip_reader_matches_torch_load(tmp_path, tiny_hf, tiny_batch, tiny_reference):
-    import torch
-
-    _save_bin(tiny_hf["model"], tmp_path)
-    path = tmp_path / "pytorch_model.bin"
-    want = torch.load(path, map_location="cpu", weights_only=True)
+    folder = tiny_folder(tiny_hf, "pytorch_model.bin")
+    path = folder / "pytorch_model.bin"
+    want = torch_reference.run("torch_load", path=str(path))  # torch.load, in a subprocess
     got = read_torch_zip(str(path))
     assert set(got) == set(want) and len(got) > 40
     for k, v in want.items():
-        assert got[k].dtype == v.numpy().dtype and got[k].shape == tuple(v.shape), k
-        np.testing.assert_array_equal(got[k], v.numpy(), err_msg=k)
-    # load_backbone without torch reads the same file through the zip reader
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
-        backbone = load_quietly(tmp_path, with_mlm=True)
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
+        np.testing.assert_array_equal(got[k], v, err_msg=k)
+    # load_backbone reads the same file through the zip reader (zoo never imports torch: a test that did would fail)
+    backbone = load_quietly(folder, with_mlm=True)
     out = zoo_outputs(backbone, tiny_batch)
     assert_outputs_close(out, tiny_reference, tiny_batch["padding_mask"], TOL, label="pytorch_model.bin, no torch")
-    # views with strides and storage offsets, other dtypes
-    g = torch.Generator().manual_seed(0)
-    big = torch.randn(6, 5, generator=g)
-    tensors = {"transposed": big.t(), "rows": big[2:4], "column": big[:, 3], "every_other": big[::2, 1:],
-               "int64": torch.arange(7), "int32": torch.arange(5, dtype=torch.int32) * 3,
-               "half": torch.randn(3, 4, generator=g).half(), "double": torch.randn(2, 2, generator=g).double(),
-               "bool": torch.tensor([True, False, True]), "scalar": torch.tensor(2.5)}
-    torch.save(tensors, tmp_path / "views.bin")
+    # views with strides and storage offsets, other dtypes, saved by torch.save (their values come back)
+    tensors = torch_reference.run("save_views", path=str(tmp_path / "views.bin"))
     got = read_torch_zip(str(tmp_path / "views.bin"))
+    assert set(got) == set(tensors)
     for k, v in tensors.items():
-        np.testing.assert_array_equal(got[k], v.numpy(), err_msg=k)
-        assert got[k].dtype == v.numpy().dtype, k
+        np.testing.assert_array_equal(got[k], v, err_msg=k)
+        assert got[k].dtype == v.dtype, k
 
 
 # ------------------------------------------------------------------------------------------------ Google TF1
@@ -369,7 +335,7 @@ def test_not_a_preset(tmp_path):
 
 def test_independent_mapping_covers_the_model(tiny_hf):
     """Guard for the test helper itself: the mapping names every tensor of BertForPreTraining exactly once."""
-    state = tiny_hf["model"].state_dict()
+    state = tiny_hf["state"]
     pairs = hf_google_pairs(2)
     mapped = {h for h, _, _ in pairs}
     assert len(mapped) == len(pairs) == len({g for _, g, _ in pairs})

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import torch_reference
 import zoo
 from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab
 from zoo.cli import main as cli
@@ -238,19 +239,13 @@ def test_export_quantize_int8_onnx_and_bf16_rules(encoder, tmp_path, capsys):
 def test_export_transformers_folder_matches_bertmodel(encoder, tmp_path):
     """--format transformers: transformers' BertModel loads the folder and its [CLS] vector, normalised, equals
     zoo's embedding (1e-5); the sentence-transformers modules name cls pooling."""
-    torch = require_module("torch", "pip install torch")
-    transformers = require_module("transformers", "pip install transformers")
     encoder.save(str(tmp_path / "enc.keras"))
     assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(tmp_path / "m"), "--format",
                 "transformers"]) == 0
     folder = tmp_path / "m" / "default" / "1"
-    model = transformers.BertModel.from_pretrained(str(folder)).eval()
     ids = zoo.Tokenizer.from_preset(folder)(TEXTS, maxlen=32)
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor(np.asarray(ids["token_ids"], dtype="int64")),
-                    token_type_ids=torch.tensor(np.asarray(ids["segment_ids"], dtype="int64")),
-                    attention_mask=torch.tensor(np.asarray(ids["padding_mask"], dtype="int64"))).last_hidden_state
-    cls = out[:, 0].numpy()
+    out = torch_reference.run("from_pretrained", folder=str(folder), model="BertModel", batch=ids)["sequence_output"]
+    cls = out[:, 0]
     np.testing.assert_allclose(cls / np.linalg.norm(cls, axis=1, keepdims=True), encoder.encode(TEXTS), atol=1e-5)
     pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
     assert pooling["pooling_mode_cls_token"] and not pooling["pooling_mode_mean_tokens"]

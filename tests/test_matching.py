@@ -108,7 +108,7 @@ def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
     one_by_one = np.array([cross.predict([p])[0] for p in pairs])
     np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
     cross.save_to_preset(tmp_path / "ce")
-    np.testing.assert_allclose(zoo.CrossEncoder.load(tmp_path / "ce").predict(pairs), scores, atol=1e-6)
+    np.testing.assert_allclose(zoo.CrossEncoder.from_preset(tmp_path / "ce").predict(pairs), scores, atol=1e-6)
     for model in (zoo.from_preset(tmp_path / "ce"), load_saved(tmp_path / "ce"), load_saved(tmp_path / "ce")):
         assert isinstance(model, zoo.CrossEncoder)  # with its tokenizer, whichever verb loaded it
         np.testing.assert_allclose(model.predict(pairs), scores, atol=1e-6)
@@ -254,7 +254,7 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
                                         jit_compile=False))
     assert [e["epoch"] for e in results["epochs"]] == [0, 1, 2]
     assert json.loads((tmp_path / "dv" / "results.json").read_text())["test_accuracy"] == results["test_accuracy"]
-    student = zoo.SentenceEncoder.load(tmp_path / "dv" / "model")
+    student = zoo.SentenceEncoder.from_preset(tmp_path / "dv" / "model")
     assert student.pooling == "mean"
     ranked = train_dvbert(DvBERTConfig(teachers=(str(tmp_path / "teacher" / "model"),), objective="cosent-gap",
                                        pooling="cls", checkpoint=str(tmp_path / "preset"), data_dir=str(data),
@@ -263,7 +263,7 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
     assert ranked["config"]["objective"] == "cosent-gap" and np.isfinite(ranked["test_spearman"])
     low, high = ranked["test_accuracy_ci95"]
     assert low <= ranked["test_accuracy"] <= high
-    assert zoo.SentenceEncoder.load(tmp_path / "dv_cosent" / "model").pooling == "cls"
+    assert zoo.SentenceEncoder.from_preset(tmp_path / "dv_cosent" / "model").pooling == "cls"
     table = (tmp_path / "dv_cosent" / "results.md").read_text()
     assert "DvBERT (cosent-gap, cls)" in table and f"{ranked['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]" in table
     # the teachers' train probabilities are cached for a resumed run: a hit loads no teacher

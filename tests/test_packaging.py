@@ -1,5 +1,5 @@
-"""An installed wheel (not this checkout) carries every package and the shipped presets, loadable by name; and the
-suite's own rerun policy for a crashed worker (setup.cfg)."""
+"""An installed wheel (not this checkout) carries every package and the shipped presets, loadable by name; the
+suite's lanes (tests/conftest.py, tools/run_tests.py): one native stack per process, no rerun of a crashed test."""
 
 import configparser
 import json
@@ -84,15 +84,64 @@ def test_fails_once():
 '''
 
 
-def test_a_crashed_test_runs_once_more_and_a_plain_failure_does_not(tmp_path):
-    """The suite's rerun policy (setup.cfg): a test whose xdist worker dies reruns once in a fresh worker; one that
-    dies twice fails; a plain failure is never rerun."""
-    pytest.importorskip("pytest_rerunfailures")
-    (tmp_path / "setup.cfg").write_text(Path(REPO, "setup.cfg").read_text(encoding="utf-8"))
-    (tmp_path / "test_crashing.py").write_text(CRASHING_TESTS)
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
-                          "test_crashing.py"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300).stdout
-    assert "2 failed, 1 passed, 2 rerun" in out, out
+def scratch_suite(folder, tests):
+    """A folder with the repository's setup.cfg and test conftest (lanes, the native-stack guard) and ``tests``
+    ({file name: source})."""
+    (folder / "setup.cfg").write_text(Path(REPO, "setup.cfg").read_text(encoding="utf-8"))
+    (folder / "conftest.py").write_text(Path(REPO, "tests", "conftest.py").read_text(encoding="utf-8"))
+    for name, source in tests.items():
+        (folder / name).write_text(source)
+    return folder
+
+
+def pytest_in(folder, *args):
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(folder),
+                           *args], cwd=folder, capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_crashed_worker_fails_its_test_and_nothing_is_rerun(tmp_path):
+    """No rerun policy (setup.cfg): a test whose xdist worker dies fails at once, as a plain failure does."""
+    scratch_suite(tmp_path, {"test_crashing.py": CRASHING_TESTS})
+    status, out = pytest_in(tmp_path, "-n", "2", "test_crashing.py")
+    assert status == 1 and "3 failed" in out and "rerun" not in out, out
     assert "FAILED test_crashing.py::test_fails_once - AssertionError: a plain failure" in out, out
-    assert "FAILED test_crashing.py::test_crashes_every_time" in out, out
+    assert "crashed while running" in out, out
+
+
+GUARDED_TESTS = """
+import sys, types
+
+def test_imports_a_second_runtime():
+    sys.modules["torch"] = types.ModuleType("torch")  # as `import torch` would
+
+def test_after_it():
+    assert "torch" in sys.modules
+"""
+
+
+def test_a_test_that_imports_torch_into_the_main_lane_fails(tmp_path):
+    """The guard of tests/conftest.py: the first test that brings a runtime kept out of its lane fails, naming it;
+    the Ray lane collects only its own files."""
+    scratch_suite(tmp_path, {"test_guarded.py": GUARDED_TESTS, "test_ray_encode.py": "def test_ray():\n    pass\n"})
+    status, out = pytest_in(tmp_path, "test_guarded.py", "test_ray_encode.py")
+    assert status == 1 and "2 passed, 1 error" in out, out  # test_ray_encode.py is not collected in the main lane
+    assert "test_imports_a_second_runtime imported ['torch'] into a main-lane process" in out, out
+    status, out = pytest_in(tmp_path, "--lane", "ray")
+    assert status == 0 and "1 passed" in out, out
+
+
+def test_the_lane_runner_sums_the_lanes_in_one_line(tmp_path):
+    """tools/run_tests.py runs each lane as its own pytest and closes with one line that counts them all; a failure
+    in any lane makes its exit status non-zero."""
+    scratch_suite(tmp_path, {"test_main.py": "def test_a():\n    pass\n\ndef test_b():\n    pass\n",
+                             "test_ray_encode.py": "def test_ray():\n    pass\n"})
+    runner = [sys.executable, os.path.join(REPO, "tools", "run_tests.py"), "--root", str(tmp_path), "-p",
+              "no:cacheprovider"]
+    done = subprocess.run(runner, capture_output=True, text=True, timeout=300)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines[-1] == "3 passed, 0 failed", done.stdout + done.stderr
+    assert sum(line.startswith("== lane ") for line in lines) == 3  # main, ray, milvus (empty: no test, passes)
+    (tmp_path / "test_milvus.py").write_text("def test_milvus():\n    assert False\n")
+    done = subprocess.run(runner, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout.strip().splitlines()[-1] == "3 passed, 1 failed", done.stdout

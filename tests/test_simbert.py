@@ -215,7 +215,7 @@ def test_ranking_puts_edits_beyond_particles_that_keep_the_meaning_first(simbert
 def test_save_load_simbert(simbert, tmp_path):
     expected = simbert.encode(["今天天气很好", "我们"])
     simbert.save_to_preset(tmp_path / "sim")
-    loaded = zoo.SimBERT.load(tmp_path / "sim")
+    loaded = zoo.SimBERT.from_preset(tmp_path / "sim")
     np.testing.assert_allclose(loaded.encode(["今天天气很好", "我们"]), expected, atol=1e-6)
     assert loaded.decoder(maxlen=8).greedy("今天天气") == simbert.decoder(maxlen=8).greedy("今天天气")
     simbert.save(str(tmp_path / "sim.keras"))

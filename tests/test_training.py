@@ -93,7 +93,7 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path,
     assert "| LCQMC | cosent |" in (tmp_path / "run" / "results.md").read_text()
     low, high = saved["test_accuracy_ci95"]
     assert f"{saved['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]" in (tmp_path / "run" / "results.md").read_text()
-    best = zoo.SentenceEncoder.load(tmp_path / "run" / "model")
+    best = zoo.SentenceEncoder.from_preset(tmp_path / "run" / "model")
     assert best.tokenizer is not None and best.maxlen == 16
 
 

@@ -26,6 +26,11 @@ class MissingExtra(ZooError, ImportError):
     """A feature whose optional packages are not installed; the message names the ``pip install 'zoo[...]'``."""
 
 
+class ZooDeprecationWarning(DeprecationWarning):
+    """A zoo name or call that still works but will be removed (``zoo.logs.warn_deprecated``); the tests turn it
+    into an error, so zoo's own code never uses a deprecated spelling."""
+
+
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C during training: the state was saved at ``epoch`` / ``step`` in ``output``, where a rerun with the same
     command resumes. A KeyboardInterrupt, so code that handles Ctrl-C still sees one."""

@@ -90,10 +90,13 @@ def pyplot():
 
 
 def warn_deprecated(old, new, removed_in="0.4"):
-    """A DeprecationWarning: ``old`` still works, ``new`` replaces it, and zoo ``removed_in`` removes it."""
+    """A ZooDeprecationWarning (a DeprecationWarning): ``old`` still works, ``new`` replaces it, and zoo
+    ``removed_in`` removes it."""
     import warnings
 
-    warnings.warn(f"{old} is deprecated and will be removed in zoo {removed_in}: use {new}", DeprecationWarning,
+    from .errors import ZooDeprecationWarning
+
+    warnings.warn(f"{old} is deprecated and will be removed in zoo {removed_in}: use {new}", ZooDeprecationWarning,
                   stacklevel=3)
 
 

@@ -12,7 +12,7 @@ from ..errors import CheckpointError
 
 
 def read_torch_zip(path):
-    """Read a torch>=1.6 zip ``pytorch_model.bin`` without torch (tensors only).
+    """Read a torch>=1.6 zip ``pytorch_model.bin`` without torch (tensors only; bfloat16 as float32).
 
     The file is untrusted: only tensor-rebuilding globals are allowed, and each tensor's declared offset, shape and
     strides must stay inside its storage (no element read past the buffer, no tensor larger than its storage).
@@ -20,7 +20,8 @@ def read_torch_zip(path):
     import pickle
 
     dtypes = {"FloatStorage": np.float32, "HalfStorage": np.float16, "DoubleStorage": np.float64,
-              "LongStorage": np.int64, "IntStorage": np.int32, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+              "LongStorage": np.int64, "IntStorage": np.int32, "ByteStorage": np.uint8, "BoolStorage": np.bool_,
+              "BFloat16Storage": np.float32}  # bfloat16 is read as float32
     if not zipfile.is_zipfile(path):
         raise CheckpointError(f"{path}: not a zip archive (a legacy pre-1.6 PyTorch file, or damaged); install "
                               f"torch to read legacy files")
@@ -65,7 +66,10 @@ def read_torch_zip(path):
                     _, storage_type, key, _, _ = pid
                     if storage_type not in dtypes:
                         raise CheckpointError(f"{path}: unsupported storage type {storage_type!r}")
-                    return np.frombuffer(z.read(f"{root}data/{key}"), dtype=dtypes[storage_type])
+                    data = z.read(f"{root}data/{key}")
+                    if storage_type == "BFloat16Storage":  # the upper half of a float32: widen exactly
+                        return (np.frombuffer(data, np.uint16).astype(np.uint32) << 16).view(np.float32)
+                    return np.frombuffer(data, dtype=dtypes[storage_type])
 
             state = Unpickler(z.open(pkl)).load()
     except CheckpointError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -55,6 +56,7 @@ def weight_files(folder):
 
 
 def read_state_dict(path):
+    """A safetensors or PyTorch file as {transformers name: numpy array}."""
     if path.endswith(".safetensors"):
         from safetensors.numpy import load_file
 
@@ -62,10 +64,12 @@ def read_state_dict(path):
             return load_file(path)
         except Exception as e:
             raise CheckpointError(f"{path}: cannot read safetensors file ({e})") from None
+    if zipfile.is_zipfile(path):  # torch >= 1.6: read without torch (zoo never loads a second runtime)
+        return read_torch_zip(path)
     try:
         import torch
     except ImportError:
-        return read_torch_zip(path)
+        return read_torch_zip(path)  # names the legacy format and asks for torch
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:

@@ -1,0 +1,195 @@
+"""PyTorch + transformers reference outputs, computed in a subprocess.
+
+The test workers run TensorFlow (and ONNX Runtime, faiss, grpc); they never import torch, so that one process never
+holds two deep-learning runtimes (tests/conftest.py fails a test that imports torch). What the tests compare with
+transformers is computed here, in a fresh interpreter, and comes back as numpy arrays:
+
+    run("build", config={...}, model="BertForPreTraining", seed=0, scale=0.05, save={"hf": folder}, batch=batch)
+
+Each operation takes JSON-able keyword arguments plus arrays (``batch``, ``state``) and returns a dict of arrays;
+an assertion that fails here fails the calling test with this process's traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ARRAY_ARGUMENTS = ("batch", "state")
+
+
+# ------------------------------------------------------------------------------------------------ the caller's side
+def run(op, timeout=600, **kwargs):
+    """Run operation ``op`` in a subprocess; returns its arrays (``{name: ndarray}``). Skips the test (fails it
+    under CI=true) when torch or transformers is not installed."""
+    from conftest import require_installed
+
+    require_installed("torch", "transformers", install="pip install torch transformers")
+    with tempfile.TemporaryDirectory(prefix="torch_reference_") as tmp:
+        for name in ARRAY_ARGUMENTS:
+            if kwargs.get(name) is not None:
+                np.savez(os.path.join(tmp, f"{name}.npz"), **{k: np.asarray(v) for k, v in kwargs.pop(name).items()})
+        with open(os.path.join(tmp, "args.json"), "w", encoding="utf-8") as f:
+            json.dump({k: str(v) if isinstance(v, os.PathLike) else v for k, v in kwargs.items()}, f,
+                      default=str)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), op, tmp], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+        assert done.returncode == 0, f"torch reference {op!r} failed:\n{done.stderr[-4000:]}"
+        with np.load(os.path.join(tmp, "out.npz")) as out:
+            return {k: out[k] for k in out.files}
+
+
+# ------------------------------------------------------------------------------------------------ the subprocess
+TINY_VARIANTS = ("BertModel", "BertForMaskedLM", "pytorch_model.bin")
+
+
+def _randomize(model, seed, scale):
+    """Perturb every parameter (biases and LayerNorm start at 0/1, which would hide mapping mistakes)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return model.eval()
+
+
+def _outputs(model, batch, prefix=""):
+    """sequence_output, pooled_output, mlm_logits (with an MLM head), hidden_state_I and linear_pooled (the pooler's
+    dense layer without tanh) of a transformers BERT on ``batch``."""
+    import torch
+
+    with torch.no_grad():
+        ids, seg, mask = (torch.as_tensor(np.asarray(batch[k]), dtype=torch.long)
+                          for k in ("token_ids", "segment_ids", "padding_mask"))
+        bert = model.bert if hasattr(model, "bert") else model
+        out = bert(input_ids=ids, token_type_ids=seg, attention_mask=mask, output_hidden_states=True)
+        result = {"sequence_output": out.last_hidden_state.numpy()}
+        for i, h in enumerate(out.hidden_states):
+            result[f"hidden_state_{i}"] = h.numpy()
+        if getattr(out, "pooler_output", None) is not None:
+            result["pooled_output"] = out.pooler_output.numpy()
+            result["linear_pooled"] = bert.pooler.dense(out.last_hidden_state[:, 0]).numpy()
+        if hasattr(model, "cls"):
+            head = model.cls.predictions if hasattr(model.cls, "predictions") else model.cls
+            result["mlm_logits"] = head(out.last_hidden_state).numpy()
+    return {prefix + k: v for k, v in result.items()}
+
+
+def _save_variant(model, name, folder):
+    """The tiny BertForPreTraining written as another transformers layout."""
+    import torch
+    import transformers
+
+    os.makedirs(folder, exist_ok=True)
+    if name == "pytorch_model.bin":
+        model.config.to_json_file(os.path.join(folder, "config.json"))
+        torch.save(model.state_dict(), os.path.join(folder, "pytorch_model.bin"))  # tied decoder.* included
+        return
+    m = getattr(transformers, name)(model.config).eval()
+    if name == "BertModel":
+        m.load_state_dict(model.bert.state_dict())
+    else:  # BertForMaskedLM: no pooler, no NSP head
+        state = {k: v for k, v in model.state_dict().items()
+                 if not k.startswith(("bert.pooler.", "cls.seq_relationship."))}
+        missing, unexpected = m.load_state_dict(state, strict=False)
+        assert not missing and not unexpected, (missing, unexpected)
+    m.save_pretrained(folder)
+
+
+def op_build(args, batch=None, state=None):
+    """A transformers BERT (``model``: a transformers class name) from ``config``: random (torch seed ``seed``, then
+    every parameter perturbed by ``scale``), or holding ``state`` (transformers names; the tied MLM decoder may be
+    missing). Saved with save_pretrained to ``save["hf"]``, and as each layout of ``save["variants"]``
+    ({name: folder}); ``gelu_new`` (a folder): the same weights with the tanh GELU, saved there. Returns its
+    ``state/NAME`` arrays and its outputs on ``batch`` (``tanh/...`` for the gelu_new copy)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(args.get("seed", 0))
+    cls = getattr(transformers, args.get("model", "BertForPreTraining"))
+    model = cls(transformers.BertConfig(**args["config"]))
+    if state is not None:
+        model.eval()
+        missing, unexpected = model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+        assert not unexpected and set(missing) <= {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}, (
+            missing, unexpected)
+        if hasattr(model, "cls"):
+            head = model.cls.predictions
+            assert head.decoder.weight is model.bert.embeddings.word_embeddings.weight and head.decoder.bias is head.bias
+    else:
+        _randomize(model, args.get("seed", 0), args.get("scale", 0.05))
+    save = args.get("save") or {}
+    if save.get("hf"):
+        model.save_pretrained(save["hf"])
+    for name, folder in (save.get("variants") or {}).items():
+        _save_variant(model, name, folder)
+    out = {f"state/{k}": v.detach().numpy() for k, v in model.state_dict().items()}
+    if batch is not None:
+        out.update(_outputs(model, batch))
+    if args.get("gelu_new"):
+        model.config.hidden_act = "gelu_new"
+        tanh = cls(model.config).eval()
+        tanh.load_state_dict(model.state_dict())
+        tanh.save_pretrained(args["gelu_new"])
+        if batch is not None:
+            out.update(_outputs(tanh, batch, prefix="tanh/"))
+    return out
+
+
+def op_from_pretrained(args, batch=None, state=None):
+    """Outputs on ``batch`` of ``model`` (a transformers class name) loaded from the folder ``folder``."""
+    import transformers
+
+    model = getattr(transformers, args.get("model", "BertModel")).from_pretrained(args["folder"]).eval()
+    return _outputs(model, batch)
+
+
+def op_torch_load(args, batch=None, state=None):
+    """``torch.load`` of ``path`` (weights only) as numpy arrays."""
+    import torch
+
+    return {k: v.numpy() for k, v in torch.load(args["path"], map_location="cpu", weights_only=True).items()}
+
+
+def op_save_views(args, batch=None, state=None):
+    """``torch.save`` to ``path`` of tensors that are views (strides, storage offsets) and of other dtypes; returns
+    their values (bfloat16 widened to float32, as zoo reads it)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    big = torch.randn(6, 5, generator=g)
+    tensors = {"transposed": big.t(), "rows": big[2:4], "column": big[:, 3], "every_other": big[::2, 1:],
+               "int64": torch.arange(7), "int32": torch.arange(5, dtype=torch.int32) * 3,
+               "half": torch.randn(3, 4, generator=g).half(), "double": torch.randn(2, 2, generator=g).double(),
+               "bool": torch.tensor([True, False, True]), "scalar": torch.tensor(2.5),
+               "bfloat16": torch.randn(2, 3, generator=g).bfloat16()}
+    torch.save(tensors, args["path"])
+    return {k: v.float().numpy() if v.dtype == torch.bfloat16 else v.numpy() for k, v in tensors.items()}
+
+
+OPS = {"build": op_build, "from_pretrained": op_from_pretrained, "torch_load": op_torch_load,
+       "save_views": op_save_views}
+
+
+def main(op, folder):
+    with open(os.path.join(folder, "args.json"), encoding="utf-8") as f:
+        args = json.load(f)
+    arrays = {}
+    for name in ARRAY_ARGUMENTS:
+        path = os.path.join(folder, f"{name}.npz")
+        if os.path.exists(path):
+            with np.load(path) as npz:
+                arrays[name] = {k: npz[k] for k in npz.files}
+    out = OPS[op](args, **arrays)
+    np.savez(os.path.join(folder, "out.npz"), **out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

@@ -1,0 +1,72 @@
+"""Run the test suite lane by lane and print one closing line.
+
+    python tools/run_tests.py                  # every lane: the README's test command and CI's
+    python tools/run_tests.py -m "not slow"    # the fast lane: arguments go to every lane's pytest
+
+Each lane is one pytest run with its own processes (tests/conftest.py LANES): the main lane on 2 xdist workers
+(TensorFlow, ONNX Runtime, faiss, grpc), then Ray and Milvus Lite, one process each. PyTorch runs only in the
+subprocesses of tests/torch_reference.py. The last line sums the lanes: "N passed, N failed, N skipped"; the exit
+status is non-zero when a lane failed or crashed (a lane whose selection is empty counts as passed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LANES = (("main", ["-n", "2"]), ("ray", []), ("milvus", []))
+COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+NO_TESTS = 5  # pytest's exit status when the selection is empty
+
+
+def run_lane(root, lane, workers, args):
+    """One pytest run in ``root``; returns (exit status, {outcome: count}) from the lane's report file."""
+    with tempfile.TemporaryDirectory(prefix="zoo_lane_") as tmp:
+        report = os.path.join(tmp, "counts.json")
+        env = {**os.environ, "ZOO_LANE_REPORT": report}
+        command = [sys.executable, "-m", "pytest", "-q", f"--lane={lane}", *workers, *args]
+        print(f"== lane {lane}: {' '.join(command[1:])}", flush=True)
+        status = subprocess.call(command, cwd=root, env=env)
+        try:
+            with open(report, encoding="utf-8") as f:
+                counts = json.load(f)
+        except FileNotFoundError:  # pytest died before its summary
+            counts = {}
+    return status, counts
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lanes", default=",".join(name for name, _ in LANES),
+                        help="comma-separated lanes to run (default: all)")
+    parser.add_argument("--root", default=ROOT, help="the folder to run pytest in (default: this repository)")
+    known, pytest_args = parser.parse_known_args()
+    chosen = known.lanes.split(",")
+    unknown = set(chosen) - {name for name, _ in LANES}
+    if unknown:
+        parser.error(f"unknown lanes {sorted(unknown)}; lanes: {[name for name, _ in LANES]}")
+    t0, total, failed_lanes = time.time(), dict.fromkeys(COUNTED, 0), []
+    for lane, workers in LANES:
+        if lane not in chosen:
+            continue
+        status, counts = run_lane(known.root, lane, workers, pytest_args)
+        for k in COUNTED:
+            total[k] += counts.get(k, 0)
+        if status not in (0, NO_TESTS) or (status == NO_TESTS and counts.get("error")):
+            failed_lanes.append(f"{lane} (exit {status})")
+    minutes = (time.time() - t0) / 60
+    print(f"lanes: {', '.join(chosen)} in {minutes:.1f} min" + (f"; failed: {', '.join(failed_lanes)}"
+                                                                  if failed_lanes else ""))
+    extra = "".join(f", {total[k]} {k}" for k in ("skipped", "error", "xfailed", "xpassed") if total[k])
+    print(f"{total['passed']} passed, {total['failed']} failed{extra}", flush=True)
+    sys.exit(1 if failed_lanes or total["failed"] or total["error"] else 0)
+
+
+if __name__ == "__main__":
+    main()
