@@ -98,7 +98,8 @@ def test_each_flag_of_the_job_is_honoured_or_refused(path, capsys):
     read = fields_read(config_reads(tree) | config_reads(report), config_class)
     honoured = [f.name for f in flagged_fields(config_class) if f.name not in refused]
     assert [name for name in honoured if name not in read] == [], f"{path.name} takes these flags and drops them"
-    required = [w for f in flagged_fields(config_class) if f.metadata.get("required") for w in set_flag(f, config_class)]
+    required = [word for f in flagged_fields(config_class) if f.metadata.get("required")
+                for word in set_flag(f, config_class)]
     for field in flagged_fields(config_class):
         if field.name not in refused:
             continue

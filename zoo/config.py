@@ -75,12 +75,11 @@ def add_flags(parser, config_class):
         if not f.metadata.get("help"):
             continue
         meta, kind = f.metadata, _base_type(hints[f.name])
-        name = meta["flag"] or "--" + f.name.replace("_", "-")
+        name = flag_name(f)
         kwargs = {"dest": f.name, "help": meta["help"].replace("%", "%%")}  # argparse formats help
         aliases = meta.get("aliases", ())
         if kind is bool:
             if f.default is True:
-                name = meta["flag"] or "--no-" + f.name.replace("_", "-")
                 parser.add_argument(name, action="store_false", **kwargs)
             else:
                 parser.add_argument(name, action="store_true", **kwargs)
