@@ -27,15 +27,12 @@ import os
 import time
 
 import keras
-import numpy as np
 
 from zoo.data import load_splits
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import SpearmanEvaluator, evaluate_task
-from zoo.losses import CoSENTLoss, SoftTargetLoss
-from zoo.models import build_pair_trainer
 from zoo.models.cross_encoder import predict_teachers
-from zoo.train import DistillBatches, PairBatches, fit, learning_rate
+from zoo.train import distillation_trainer, fit
 
 job = zoo.job("train dvbert")  # the flags of `zoo train dvbert`, and its results writer
 config = job.parse()
@@ -50,19 +47,17 @@ teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(ou
                                  config.progress)
 
 # 2. The student: a bi-encoder.
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 student = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
 
-# 3. Targets annealed from the teachers to the gold labels over the run; the student's loss.
-pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
-                    np.arange(len(data["train"]), dtype="float32"))  # labels: pair indices, for the targets
-cosent = config.objective.startswith("cosent")
-batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
-trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
-trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, batches.total)),
-                loss=CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss(),
-                jit_compile=config.jit_compile)
+# 3. Targets annealed from the teachers to the gold labels over the run; the student's loss (--objective: the
+#    softmax head against the targets, CoSENT ranked by them, or that CoSENT weighted by each pair's target gap).
+batches, trainer = distillation_trainer(student, data["train"], teacher_probs, config.objective,
+                                        batch_size=config.batch_size, maxlen=config.maxlen, epochs=config.epochs,
+                                        lr=config.lr, warmup=config.warmup, jit_compile=config.jit_compile)
 
 # 4. Train, keeping the best student by valid Spearman.
 run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=SpearmanEvaluator(data["valid"]),

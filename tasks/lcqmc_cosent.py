@@ -27,22 +27,22 @@ import time
 import keras
 
 from zoo.data import load_splits
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import SpearmanEvaluator, evaluate_task
 from zoo.losses import CoSENTLoss
 from zoo.models import build_pair_trainer
 from zoo.train import PairBatches, fit, learning_rate
 
 job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its results writer
-config = job.parse(fixed={"tasks": ("LCQMC",), "objective": "cosent", "matryoshka_dims": (), "train_files": (),
-                          "stream": False, "word_order_negatives": 0, "in_batch_weight": 0.0,
-                          "word_order_valid": False, "ict_corpus": (), "ict_limit": None, "ict_maxlen": 128,
-                          "query_prefix": ""},
+# the settings this script acts on; the job's others (--tasks, --loss, --batching, ...) are refused when set
+config = job.parse(honours=(zoo.config.TrainOptions, "pooling", "warmup", "eval_batch_size", "length_buckets"),
                    description="CoSENT bi-encoder on LCQMC (the main job)")
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or f"runs/LCQMC_cosent_{config.pooling}"
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: LCQMC train / valid / test, pairs (text_a, text_b, label 0/1).

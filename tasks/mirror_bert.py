@@ -23,7 +23,7 @@ import time
 import keras
 
 from zoo.data import available_tasks, load_task, read_lines, resolve_data_dir, sample_train_texts
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import SpearmanEvaluator
 from zoo.losses import InBatchSoftmaxLoss
 from zoo.train import MirrorBatches, fit
@@ -42,7 +42,9 @@ else:
     sentences = sample_train_texts(tasks, min(config.limit_train or 10_000, 10_000), config.seed)
 
 # 2. Model: an encoder that keeps dropout on while training.
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 encoder = zoo.SentenceEncoder.from_preset(start, pooling=config.pooling, maxlen=config.maxlen, dropout=config.dropout)
 

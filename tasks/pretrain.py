@@ -26,13 +26,11 @@ import time
 import keras
 
 from zoo.corpus import anisotropy_sentences, default_corpus, document_sources, pretraining_documents
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import MaskedTokenEvaluator, token_self_similarity
 from zoo.logs import log
-from zoo.losses import first_output_loss
-from zoo.models.pretrainer import build_pretrainer
 from zoo.pretraining_data import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
-from zoo.train import WarmupLinear, fit
+from zoo.train import fit, pretraining_trainer
 
 job = zoo.job("pretrain")  # the flags of `zoo pretrain`, and its results writer
 config = job.parse()
@@ -40,7 +38,9 @@ t0 = time.time()
 os.makedirs(config.output, exist_ok=True)
 
 # 1. Data: de-duplicated documents (corpus + the tasks' train-split texts) -> examples; masking happens per batch.
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 start = config.checkpoint or zoo.DEFAULT_PRESET
 tokenizer = zoo.Tokenizer.from_preset(start)
@@ -72,10 +72,8 @@ teacher = zoo.BertBackbone.from_preset(start) if config.objective == "tacl" else
 backbone.tokenizer = tokenizer  # saved with each best backbone
 
 # 3. Loss: MLM on the masked positions (+NSP) (+TaCL / TACO); AdamW, warm-up, linear decay, clipping.
-trainer = build_pretrainer(backbone, config.objective, config.nsp, teacher)
-trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1 * config.steps), config.steps),
-                                                 weight_decay=0.01, clipnorm=1.0),
-                loss=first_output_loss, jit_compile=config.jit_compile)
+trainer = pretraining_trainer(backbone, config.objective, config.nsp, teacher, lr=config.lr, steps=config.steps,
+                              jit_compile=config.jit_compile)
 
 # 4. Train: every --eval-every steps the held-out masked-token accuracy keeps the best backbone.
 probe = anisotropy_sentences(docs, n=config.limit_eval or 1000, seed=config.seed)

@@ -27,7 +27,7 @@ import time
 import keras
 
 from zoo.data import groups_from_positive_pairs, load_splits, positive_pair_groups, read_synonym_groups
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import LossEvaluator, SpearmanEvaluator
 from zoo.losses import passthrough_loss
 from zoo.train import SimBERTBatches, fit
@@ -37,7 +37,9 @@ config = job.parse()
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or "runs/simbert"
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: groups of similar sentences (by default the connected components of the tasks' train positives).

@@ -28,7 +28,7 @@ import keras
 from zoo.augment import WORD_ORDER, word_order_pairs
 from zoo.corpus import read_corpus
 from zoo.data import load_splits
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
 from zoo.losses import objective_labels, objective_loss
 from zoo.models import build_trainer
@@ -39,7 +39,9 @@ config = job.parse()
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or f"runs/{config.task}_{config.objective}_{config.pooling}"
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data: each task's train / valid / test pairs (with --stream / --train-files, train is read lazily in step 3).
@@ -53,8 +55,9 @@ encoder.query_prefix = config.query_prefix
 # 3. Loss and batches: one task's pairs, or several tasks' (one task per batch, or mixed: --batching), each batch
 #    with --word-order-negatives rewrites of its sentences (label 0); --ict-corpus adds inverse cloze batches.
 if config.streamed:
-    batches = streamed_pairs(config, encoder.tokenizer, config.tasks[0],
-                             lambda y, graded: objective_labels(config.objective, y, graded))
+    batches = streamed_pairs(encoder.tokenizer, config.tasks[0], config.batch_size, config.maxlen,
+                             lambda y, graded: objective_labels(config.objective, y, graded), config.train_files,
+                             config.data_dir, limit=config.limit_train, length_buckets=config.length_buckets)
 else:
     ict = [InverseClozeBatches(encoder.tokenizer, read_corpus(config.ict_corpus), config.batch_size, config.ict_maxlen,
                                config.ict_maxlen - 2, config.query_prefix, limit=config.ict_limit, seed=config.seed)

@@ -26,7 +26,7 @@ import time
 import keras
 
 from zoo.data import load_splits
-from zoo.distribute import setup_for
+from zoo.distribute import setup
 from zoo.evaluation import AccuracyEvaluator, evaluate_task
 from zoo.losses import CoSENTLoss
 from zoo.train import PairBatches, fit, streamed_pairs
@@ -36,7 +36,9 @@ config = job.parse()
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
 output = config.output or f"runs/{config.task}_cross_{config.head}"
-setup_for(config)  # --distribute data-parallel: every device (docs: training on many devices)
+# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
+dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
+config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data (with --stream / --train-files the train pairs are read lazily, in step 3).
@@ -54,7 +56,9 @@ else:
     loss, label_type = CoSENTLoss(scale=1.0), "float32"
 trainer.compile(optimizer=keras.optimizers.Adam(config.lr), loss=loss, jit_compile=config.jit_compile)
 if config.streamed:
-    batches = streamed_pairs(config, model.tokenizer, config.task, lambda y, graded: y.astype(label_type), joint=True,
+    batches = streamed_pairs(model.tokenizer, config.task, config.batch_size, config.maxlen,
+                             lambda y, graded: y.astype(label_type), config.train_files, config.data_dir,
+                             limit=config.limit_train, length_buckets=config.length_buckets, joint=True,
                              zero_segments=config.zero_segments)
 else:
     batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen,

@@ -213,14 +213,31 @@ def test_shard_splits_each_batch_by_examples():
     assert distribute.Distribution().shard(x, y)[0][1] is y
 
 
+def test_several_tensorflow_replicas_train_without_xla_and_the_job_records_it(monkeypatch):
+    """``Distribution.jit_compile``: XLA as requested, except with several TensorFlow replicas; the jobs' setup
+    (``zoo.jobs.common.setup_distribution``) turns the config's jit_compile off then, so results.json says so."""
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+    from zoo.jobs.common import setup_distribution
+
+    mirrored = distribute.Distribution("data-parallel", "tensorflow", devices=2)
+    assert mirrored.jit_compile(True) is False
+    assert distribute.Distribution("data-parallel", "jax", devices=2).jit_compile(True) is True
+    assert distribute.Distribution().jit_compile(True) is True and mirrored.jit_compile(False) is False
+    calls = []
+    monkeypatch.setattr(distribute, "setup", lambda *args, **kwargs: calls.append((args, kwargs)) or mirrored)
+    config = BiEncoderConfig(distribute="data-parallel", num_processes=1, batch_size=8)
+    assert setup_distribution(config) is mirrored and config.jit_compile is False
+    assert calls == [(("data-parallel", None, 1, None), {"batch_size": 8})]
+
+
 def test_bad_distribution_settings_are_named(monkeypatch):
-    with pytest.raises(ConfigError, match="--distribute must be one of"):
+    with pytest.raises(ConfigError, match="^mode must be one of"):
         distribute.setup("model-parallel")
-    with pytest.raises(ConfigError, match=r"--process-id must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"^process_id must be in \[0, 1\] for num_processes 2"):
         distribute.setup("data-parallel", coordinator="127.0.0.1:1234", num_processes=2, process_id=2)
     with pytest.raises(ConfigError, match="jax backend"):  # this suite runs on TensorFlow
         distribute.setup("data-parallel", coordinator="127.0.0.1:1234", num_processes=2, process_id=0)
-    with pytest.raises(ConfigError, match="needs --coordinator"):
+    with pytest.raises(ConfigError, match="^num_processes 2 needs coordinator HOST:PORT"):
         monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
         distribute.setup("data-parallel", num_processes=2, process_id=1)
     monkeypatch.undo()
@@ -229,7 +246,7 @@ def test_bad_distribution_settings_are_named(monkeypatch):
         distribute.setup("data-parallel")
     monkeypatch.delenv(distribute.ENV_PROCESS_ID)
     monkeypatch.setattr(distribute, "local_devices", lambda backend: ["/cpu:0", "/cpu:1", "/cpu:2"])
-    with pytest.raises(ConfigError, match="--batch-size 16 .* multiple of the 3 devices"):
+    with pytest.raises(ConfigError, match="^batch_size 16 .* multiple of the 3 devices"):
         distribute.setup("data-parallel", batch_size=16)
     monkeypatch.undo()
     for bad in ("nohost", "host:", "host:99999", ":80"):

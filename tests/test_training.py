@@ -124,7 +124,7 @@ def test_warmup_linear_schedule_and_flag(tiny_setup, tmp_path):
     np.testing.assert_allclose(values, [0, 0.5, 1, 0.5, 0, 0], atol=1e-6)
     assert learning_rate(1e-3, None, 100) == 1e-3
     for bad in (-0.1, 1.0, 10):
-        with pytest.raises(ValueError, match="--warmup"):
+        with pytest.raises(ValueError, match=r"^warmup is a share of the training steps in \[0, 1\)"):
             learning_rate(1e-3, bad, 100)
     results = train_bi_encoder(config(tiny_setup, tmp_path / "warm", epochs=1, warmup=0.2))
     assert results["config"]["warmup"] == 0.2
@@ -270,6 +270,32 @@ def test_the_start_is_a_candidate_for_the_best_model(tiny_setup, tmp_path):
     best = zoo.SentenceEncoder.from_preset(tmp_path / "run" / "model")
     np.testing.assert_allclose(best.encode(["的一是", "不了人"]), start_model.encode(["的一是", "不了人"]), atol=1e-6)
     assert results["valid_spearman"] == pytest.approx(start, abs=1e-4)
+
+
+def test_library_errors_name_parameters_not_flags(tmp_path, monkeypatch):
+    """Below the jobs zoo speaks in Python parameters (fit, the schedules, the data folder, streamed pair files,
+    the distribution); the flags stay in the jobs' own messages."""
+    import zoo.data
+    from zoo.train import fit, learning_rate
+    from zoo.train.batches import pair_files
+
+    with pytest.raises(zoo.ConfigError, match=r"^epochs and save_every must be >= 1, got 0 and 500$"):
+        fit(None, None, str(tmp_path / "never"), epochs=0)
+    with pytest.raises(zoo.ConfigError, match=r"^epochs and save_every must be >= 1, got 1 and 0$"):
+        fit(None, None, str(tmp_path / "never"), epochs=1, save_every=0)
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(zoo.ConfigError, match=r"^warmup is a share"):
+        learning_rate(1e-3, 1.5, 10)
+    with pytest.raises(zoo.ConfigError, match=r"^paths: .*nope\.data not found$"):
+        pair_files([tmp_path / "nope.data"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(zoo.ConfigError, match=r"^paths: no files in"):
+        pair_files(tmp_path / "empty")
+    monkeypatch.setattr(zoo.data, "DATA_DIR", str(tmp_path / "empty"))
+    with pytest.raises(FileNotFoundError, match=r"no BQ data in .*; pass data_dir$"):
+        zoo.data.resolve_data_dir("BQ")
+    with pytest.raises(zoo.ConfigError, match=r"^--epochs must be >= 1, got 0$"):  # the job's flag
+        TrainConfig(epochs=0)
 
 
 def test_limit_eval_and_one_valid_pass_per_evaluation(tiny_setup, tmp_path, monkeypatch):

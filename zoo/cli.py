@@ -62,9 +62,11 @@ class Job:
     def config_class(self):
         return getattr(self.module, self.config_name)
 
-    def parse(self, argv=None, fixed=None, description=None):
-        """The config from command-line flags (``sys.argv`` by default); ``fixed`` fields get no flag."""
-        return parse(self.config_class, argv, fixed, description)
+    def parse(self, argv=None, honours=None, description=None):
+        """The config from command-line flags (``sys.argv`` by default). A recipe that acts on some of the job's
+        settings only names them in ``honours`` (field names, or ``zoo.config.TrainOptions`` and the like for all
+        their fields); the job's other flags are then refused when set (``zoo.config.parse``)."""
+        return parse(self.config_class, argv, description, honours, elsewhere=f"zoo {self.command}")
 
     def run(self, config):
         return self.module.run(config)

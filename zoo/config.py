@@ -26,6 +26,7 @@ from .paths import DEFAULT_PRESET
 POOLINGS = ("cls", "mean", "first-last-avg", "pooler")  # sentence vectors (``zoo.pooling``)
 CROSS_ENCODER_HEADS = ("softmax", "cosent")  # ``zoo.CrossEncoder``'s score heads
 PRETRAINING_OBJECTIVES = ("mlm", "tacl", "taco")  # ``zoo.models.pretrainer``
+DVBERT_OBJECTIVES = ("sbert", "cosent", "cosent-gap")  # ``zoo.train.distillation_trainer``
 DISTRIBUTE_MODES = ("none", "data-parallel")
 # keras.distribution.initialize reads these too
 ENV_COORDINATOR = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
@@ -67,19 +68,18 @@ def _base_type(annotation):
     return typing.get_origin(annotation) or annotation
 
 
-def add_flags(parser, config_class, fixed=()):
-    """Add a flag to ``parser`` for every field of ``config_class`` except those in ``fixed``."""
+def add_flags(parser, config_class):
+    """Add a flag to ``parser`` for every field of ``config_class`` (fields without help text get none)."""
     hints = typing.get_type_hints(config_class)
     for f in dataclasses.fields(config_class):
-        if f.name in fixed or not f.metadata.get("help"):
+        if not f.metadata.get("help"):
             continue
         meta, kind = f.metadata, _base_type(hints[f.name])
-        name = meta["flag"] or "--" + f.name.replace("_", "-")
+        name = flag_name(f)
         kwargs = {"dest": f.name, "help": meta["help"].replace("%", "%%")}  # argparse formats help
         aliases = meta.get("aliases", ())
         if kind is bool:
             if f.default is True:
-                name = meta["flag"] or "--no-" + f.name.replace("_", "-")
                 parser.add_argument(name, action="store_false", **kwargs)
             else:
                 parser.add_argument(name, action="store_true", **kwargs)
@@ -115,19 +115,51 @@ def _comma_list(text):
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
-def make_config(config_class, args, parser=None, fixed=None):
-    """The config from parsed ``args`` (plus ``fixed`` values); a ConfigError becomes a usage error of
-    ``parser`` (exit status 2) when there is one."""
+def flag_name(field):
+    """The command-line flag of a config field (``batch_size`` -> ``--batch-size``; a bool defaulting to True ->
+    ``--no-NAME``)."""
+    if field.metadata.get("flag"):
+        return field.metadata["flag"]
+    prefix = "--no-" if field.default is True else "--"
+    return prefix + field.name.replace("_", "-")
+
+
+def not_honoured(config_class, honours):
+    """The fields of ``config_class`` outside ``honours`` (field names, or dataclasses standing for all their
+    fields; None: every field is honoured)."""
+    if honours is None:
+        return set()
+    names = set()
+    for entry in honours:
+        names |= {f.name for f in dataclasses.fields(entry)} if dataclasses.is_dataclass(entry) else {entry}
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    if names - fields:
+        raise ValueError(f"honours names no field of {config_class.__name__}: {sorted(names - fields)}")
+    return fields - names
+
+
+def refuse_set(config_class, values, refused, elsewhere=None):
+    """ConfigError naming every flag of ``refused`` whose value in ``values`` is not its field's default."""
+    flags = [flag_name(f) for f in dataclasses.fields(config_class)
+             if f.name in refused and f.name in values and values[f.name] != f.default]
+    if flags:
+        raise ConfigError(f"{', '.join(flags)}: not honoured by this script, which runs the default"
+                          + (f"; {elsewhere} does" if elsewhere else ""))
+
+
+def make_config(config_class, args, parser=None, refused=(), elsewhere=None):
+    """The config from parsed ``args``; flags of ``refused`` fields set to anything but their default are
+    refused (``refuse_set``). A ConfigError becomes a usage error of ``parser`` (exit status 2) when there is one."""
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in vars(args).items() if k in names}
     for key, value in values.items():
         if isinstance(value, list):
             values[key] = tuple(value)
-    values.update(fixed or {})
     try:
+        refuse_set(config_class, values, refused, elsewhere)
         for f in dataclasses.fields(config_class):
             if f.metadata.get("required") and values.get(f.name) is None:
-                raise ConfigError(f"{f.metadata.get('flag') or '--' + f.name.replace('_', '-')} is required")
+                raise ConfigError(f"{flag_name(f)} is required")
         config = config_class(**values)
     except ConfigError as e:
         if parser is None:
@@ -138,12 +170,21 @@ def make_config(config_class, args, parser=None, fixed=None):
     return config
 
 
-def parse(config_class, argv=None, fixed=None, description=None):
-    """Parse ``argv`` into a ``config_class`` (the task scripts' entry point); ``fixed`` fields get no flag."""
-    fixed = dict(fixed or {})
+def parse(config_class, argv=None, description=None, honours=None, elsewhere=None):
+    """Parse ``argv`` into a ``config_class`` (the recipes' entry point). ``honours``: the fields the caller acts
+    on (names, or dataclasses such as ``TrainOptions`` for all their fields; default every field); the others'
+    flags are hidden from --help and refused when set (ConfigError naming them, exit status 2; ``elsewhere``
+    names what runs them, e.g. "zoo train bi-encoder")."""
+    refused = not_honoured(config_class, honours)
     parser = argparse.ArgumentParser(description=description or (config_class.__doc__ or "").strip().split("\n")[0])
-    add_flags(parser, config_class, fixed)
-    return make_config(config_class, parser.parse_args(argv), parser, fixed)
+    add_flags(parser, config_class)
+    for action in parser._actions:
+        if action.dest in refused:
+            action.help = argparse.SUPPRESS
+    if refused:
+        flags = ", ".join(flag_name(f) for f in dataclasses.fields(config_class) if f.name in refused)
+        parser.epilog = f"Not honoured here, refused when set ({elsewhere or 'the job'} runs them): {flags}"
+    return make_config(config_class, parser.parse_args(argv), parser, refused, elsewhere)
 
 
 # ---------------------------------------------------------------------------------- the shared vocabulary
@@ -216,10 +257,10 @@ def output_option(default):
     return option(None, f"run folder: best model, checkpoint, results (rerun to resume; default: {default})")
 
 
-def check_warmup(warmup):
-    """ConfigError unless ``warmup`` (a share of the training steps) is None or in [0, 1)."""
+def check_warmup(warmup, name="--warmup"):
+    """ConfigError naming ``name`` unless ``warmup`` (a share of the training steps) is None or in [0, 1)."""
     if warmup is not None and not 0 <= warmup < 1:
-        raise ConfigError(f"--warmup is a share of the training steps in [0, 1), got {warmup}")
+        raise ConfigError(f"{name} is a share of the training steps in [0, 1), got {warmup}")
 
 
 def check_positive(config, *names, optional=False):

@@ -171,7 +171,7 @@ def resolve_data_dir(task, data_dir=None):
             return candidate
         except FileNotFoundError:
             continue
-    raise MissingFileError(f"no {task} data in {candidates}; pass --data-dir")
+    raise MissingFileError(f"no {task} data in {candidates}; pass data_dir")
 
 
 def load_task(task, split, data_dir=None, skip_bad_lines=False):

@@ -53,6 +53,14 @@ class Distribution:
         """Whether this process writes files (checkpoints, models, results): process 0 only."""
         return self.process_id == 0
 
+    def jit_compile(self, requested):
+        """Whether training steps may be XLA-compiled: ``requested``, except with several TensorFlow replicas
+        (MirroredStrategy's steps cannot be jit-compiled on CPU)."""
+        if requested and self.backend == "tensorflow" and self.devices > 1:
+            log.info("MirroredStrategy: training without XLA (jit_compile off)")
+            return False
+        return requested
+
     def record(self, batch_size):
         """The ``distribution`` entry of results.json."""
         return {"mode": self.mode, "backend": self.backend, "devices": self.devices, "processes": self.processes,
@@ -89,18 +97,6 @@ def current():
     return _current or Distribution(backend=keras.backend.backend())
 
 
-def setup_for(config):
-    """``setup`` from a job's config (its ``DistributeOptions`` and batch size), before any model is built; returns
-    the ``Distribution``. On TensorFlow, several replicas train without XLA (MirroredStrategy's steps cannot be
-    jit-compiled on CPU): ``config.jit_compile`` is turned off then."""
-    dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id,
-                 batch_size=getattr(config, "batch_size", None))
-    if dist.backend == "tensorflow" and dist.devices > 1 and getattr(config, "jit_compile", False):
-        log.info("MirroredStrategy: training without XLA (--no-jit-compile)")
-        config.jit_compile = False
-    return dist
-
-
 def setup(mode="none", coordinator=None, num_processes=None, process_id=None, batch_size=None, timeout=120.0):
     """Set the distribution for the models built from now on, and return it (a ``Distribution``).
 
@@ -111,34 +107,34 @@ def setup(mode="none", coordinator=None, num_processes=None, process_id=None, ba
     "none" undoes an earlier setup."""
     global _current
     if mode not in MODES:
-        raise ConfigError(f"--distribute must be one of {MODES}, got {mode!r}")
+        raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
     backend = keras.backend.backend()
     coordinator = coordinator or os.environ.get(ENV_COORDINATOR) or None
-    num_processes = _integer(num_processes, ENV_PROCESSES, "--num-processes", 1)
-    process_id = _integer(process_id, ENV_PROCESS_ID, "--process-id", 0)
+    num_processes = _integer(num_processes, ENV_PROCESSES, "num_processes", 1)
+    process_id = _integer(process_id, ENV_PROCESS_ID, "process_id", 0)
     if mode == "none":
         if num_processes > 1:
-            raise ConfigError("--num-processes > 1 needs --distribute data-parallel")
+            raise ConfigError("num_processes > 1 needs mode 'data-parallel'")
         _reset(backend)
         _current = Distribution(backend=backend)
         return _current
     if backend not in ("jax", "tensorflow"):
-        raise ConfigError(f"--distribute data-parallel runs on the jax or tensorflow backend, not {backend!r} "
+        raise ConfigError(f"mode 'data-parallel' runs on the jax or tensorflow backend, not {backend!r} "
                           f"(set KERAS_BACKEND)")
     if num_processes < 1 or not 0 <= process_id < num_processes:
-        raise ConfigError(f"--process-id must be in [0, {num_processes - 1}] for --num-processes {num_processes}, "
+        raise ConfigError(f"process_id must be in [0, {num_processes - 1}] for num_processes {num_processes}, "
                           f"got {process_id}")
     if num_processes > 1 and backend != "jax":
         raise ConfigError("several processes/hosts need the jax backend (KERAS_BACKEND=jax): with Keras 3, "
                           "TensorFlow's MultiWorkerMirroredStrategy has open bugs (keras issues 20585, 20329)")
     if num_processes > 1 and not coordinator:
-        raise ConfigError(f"--num-processes {num_processes} needs --coordinator HOST:PORT (the address of process 0)")
+        raise ConfigError(f"num_processes {num_processes} needs coordinator HOST:PORT (the address of process 0)")
     _reset(backend)
     if backend == "jax" and num_processes > 1:
         _initialize_jax(coordinator, num_processes, process_id, timeout)
     devices = local_devices(backend)
     if batch_size is not None and batch_size % len(devices):
-        raise ConfigError(f"--batch-size {batch_size} (the global batch) must be a multiple of the {len(devices)} "
+        raise ConfigError(f"batch_size {batch_size} (the global batch) must be a multiple of the {len(devices)} "
                           f"devices")
     if backend == "jax":
         data_parallel = keras.distribution.DataParallel(devices=devices)
@@ -167,13 +163,13 @@ def local_devices(backend):
     return [d.name for d in tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")]
 
 
-def _integer(value, variable, flag, default):
+def _integer(value, variable, name, default):
     if value is None:
         value = os.environ.get(variable) or default
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{flag} (or {variable}) must be an integer, got {value!r}") from None
+        raise ConfigError(f"{name} (or {variable}) must be an integer, got {value!r}") from None
 
 
 def _reset(backend):
@@ -207,7 +203,7 @@ def parse_address(address):
     """"HOST:PORT" -> (host, port); ConfigError naming the address otherwise."""
     host, _, port = str(address).rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--coordinator must be HOST:PORT, got {address!r}")
+        raise ConfigError(f"coordinator must be HOST:PORT, got {address!r}")
     return host.strip("[]"), int(port)
 
 
@@ -220,7 +216,7 @@ def wait_for(host, port, timeout):
                 return
         except OSError as e:
             if time.monotonic() >= deadline:
-                raise ConfigError(f"--coordinator {host}:{port} unreachable after {timeout:.0f} s ({e}); is "
+                raise ConfigError(f"coordinator {host}:{port} unreachable after {timeout:.0f} s ({e}); is "
                                   f"process 0 running there?") from None
             time.sleep(0.5)
 

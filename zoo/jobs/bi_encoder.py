@@ -107,8 +107,10 @@ def train_batches(config, tokenizer, splits):
     from ..train.batches import InverseClozeBatches, pair_training_batches, streamed_pairs
 
     if config.streamed:
-        return streamed_pairs(config, tokenizer, config.tasks[0],
-                              lambda y, graded: objective_labels(config.objective, y, graded))
+        return streamed_pairs(tokenizer, config.tasks[0], config.batch_size, config.maxlen,
+                              lambda y, graded: objective_labels(config.objective, y, graded),
+                              config.train_files, config.data_dir, limit=config.limit_train,
+                              length_buckets=config.length_buckets)
     extra = []
     if config.ict_corpus:  # one more part: inverse cloze batches of the corpus
         extra.append(InverseClozeBatches(tokenizer, read_corpus(config.ict_corpus), config.batch_size,

@@ -33,14 +33,24 @@ def check_checkpoint(checkpoint, flag="--checkpoint"):
         raise ConfigError(f"{flag} {checkpoint}: no such checkpoint, preset or file")
 
 
+def setup_distribution(config):
+    """``zoo.distribute.setup`` from a job's ``DistributeOptions`` and batch size, before any model is built;
+    turns ``config.jit_compile`` off where the distribution cannot compile (``Distribution.jit_compile``).
+    Returns the ``Distribution``."""
+    from ..distribute import setup
+
+    dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id,
+                 batch_size=config.batch_size)
+    config.jit_compile = dist.jit_compile(config.jit_compile)
+    return dist
+
+
 def start(config, default_output):
     """Set the distribution, seed everything, make the run folder; returns (checkpoint, output) with defaults
     filled in."""
     import keras
 
-    from ..distribute import setup_for
-
-    setup_for(config)
+    setup_distribution(config)
     checkpoint = config.checkpoint or DEFAULT_PRESET
     output = config.output or os.path.join("runs", default_output)
     os.makedirs(output, exist_ok=True)

@@ -62,8 +62,10 @@ def run(config: CrossEncoderConfig):
                     else CoSENTLoss(scale=1.0))
     label_type = "int32" if config.head == "softmax" else "float32"
     if config.streamed:
-        batches = streamed_pairs(config, model.tokenizer, config.task, lambda y, graded: y.astype(label_type),
-                                 joint=True, zero_segments=config.zero_segments)
+        batches = streamed_pairs(model.tokenizer, config.task, config.batch_size, config.maxlen,
+                                 lambda y, graded: y.astype(label_type), config.train_files, config.data_dir,
+                                 limit=config.limit_train, length_buckets=config.length_buckets, joint=True,
+                                 zero_segments=config.zero_segments)
     else:
         batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen,
                               data["train"].labels.astype(label_type), config.length_buckets, joint=True,

@@ -16,12 +16,11 @@ import time
 
 import numpy as np
 
+from ..config import DVBERT_OBJECTIVES as OBJECTIVES
 from ..config import POOLINGS, TrainOptions, check_warmup, option, output_option
 from ..data import load_splits
 from ..errors import ConfigError
 from .common import check_checkpoint, check_tasks, start
-
-OBJECTIVES = ("sbert", "cosent", "cosent-gap")
 
 
 @dataclasses.dataclass
@@ -65,10 +64,9 @@ def run(config: DvBERTConfig):
     import keras
 
     from ..evaluation import SpearmanEvaluator, evaluate_task
-    from ..losses import CoSENTLoss, SoftTargetLoss
-    from ..models.bi_encoder import SentenceEncoder, build_pair_trainer
+    from ..models.bi_encoder import SentenceEncoder
     from ..models.cross_encoder import predict_teachers
-    from ..train import DistillBatches, PairBatches, fit, learning_rate
+    from ..train import distillation_trainer, fit
 
     t0 = time.time()
     checkpoint, output = start(config, f"{config.task}_dvbert")
@@ -80,14 +78,9 @@ def run(config: DvBERTConfig):
     keras.utils.set_random_seed(config.seed)  # the teachers' pass must not shift the student's random stream
 
     student = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
-    pairs = PairBatches(student.tokenizer, data["train"], config.batch_size, config.maxlen,
-                        np.arange(len(data["train"]), dtype="float32"))
-    cosent = config.objective.startswith("cosent")
-    batches = DistillBatches(pairs, data["train"].labels, teacher_probs, config.epochs, as_score=cosent)
-    trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
-    trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, batches.total)),
-                    loss=CoSENTLoss(gap_weighted=config.objective == "cosent-gap") if cosent else SoftTargetLoss(),
-                    jit_compile=config.jit_compile)
+    batches, trainer = distillation_trainer(student, data["train"], teacher_probs, config.objective,
+                                            batch_size=config.batch_size, maxlen=config.maxlen, epochs=config.epochs,
+                                            lr=config.lr, warmup=config.warmup, jit_compile=config.jit_compile)
     run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed,
               evaluator=SpearmanEvaluator(data["valid"]), model=student, save_every=config.save_every,
               show_progress=config.progress, metadata={"job": "dvbert", "objective": config.objective,

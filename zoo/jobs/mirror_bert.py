@@ -12,7 +12,7 @@ from ..data import available_tasks, load_task, read_lines, resolve_data_dir, sam
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
-from .common import check_checkpoint
+from .common import check_checkpoint, setup_distribution
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
 
@@ -76,14 +76,13 @@ def run(config: MirrorBertConfig):
     """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
     import keras
 
-    from ..distribute import setup_for
     from ..evaluation import SpearmanEvaluator
     from ..losses import InBatchSoftmaxLoss
     from ..models.bi_encoder import SentenceEncoder
     from ..train import MirrorBatches, fit
 
     t0 = time.time()
-    setup_for(config)
+    setup_distribution(config)
     start = config.checkpoint or DEFAULT_PRESET
     tasks = available_tasks(EVAL_TASKS, config.data_dir)
     sentences = training_sentences(config, tasks)

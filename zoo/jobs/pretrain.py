@@ -15,7 +15,7 @@ from ..corpus import anisotropy_sentences, default_corpus, document_sources, pre
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
-from .common import check_checkpoint, check_tasks
+from .common import check_checkpoint, check_tasks, setup_distribution
 
 
 @dataclasses.dataclass
@@ -104,15 +104,12 @@ def run(config: PretrainConfig):
     import keras
 
     from ..backbone import BertBackbone
-    from ..distribute import setup_for
     from ..evaluation import MaskedTokenEvaluator, token_self_similarity
-    from ..losses import first_output_loss
-    from ..models.pretrainer import build_pretrainer
     from ..tokenizer import Tokenizer
-    from ..train import WarmupLinear, fit
+    from ..train import fit, pretraining_trainer
 
     t0 = time.time()
-    setup_for(config)
+    setup_distribution(config)
     os.makedirs(config.output, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
     start = config.checkpoint or DEFAULT_PRESET
@@ -126,10 +123,8 @@ def run(config: PretrainConfig):
         backbone = BertBackbone.from_preset(start, with_mlm=True, output_hidden_states=config.objective == "taco")
     teacher = BertBackbone.from_preset(start) if config.objective == "tacl" else None
     epochs = config.steps // config.eval_every
-    trainer = build_pretrainer(backbone, config.objective, config.nsp, teacher)
-    trainer.compile(optimizer=keras.optimizers.AdamW(WarmupLinear(config.lr, int(0.1 * config.steps), config.steps),
-                                                     weight_decay=0.01, clipnorm=1.0),
-                    loss=first_output_loss, jit_compile=config.jit_compile)
+    trainer = pretraining_trainer(backbone, config.objective, config.nsp, teacher, lr=config.lr, steps=config.steps,
+                                  jit_compile=config.jit_compile)
 
     probe = anisotropy_sentences(docs, n=config.limit_eval or 1000, seed=config.seed)
     anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}

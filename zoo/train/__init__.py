@@ -10,8 +10,9 @@ from .loop import EvaluatorCallback, Run, fit
 from .results import data_files, table, task_table, write_results
 from .schedules import WarmupLinear, learning_rate
 from .state import load_state, save_state
+from .steps import distillation_trainer, pretraining_trainer
 
 __all__ = ["DistillBatches", "EvaluatorCallback", "InverseClozeBatches", "MirrorBatches", "MultiTaskBatches",
-           "PairBatches", "Run", "SimBERTBatches", "StreamingPairBatches", "WarmupLinear", "data_files", "fit",
-           "learning_rate", "load_state", "pair_training_batches", "save_state", "streamed_pairs", "table",
+           "PairBatches", "Run", "SimBERTBatches", "StreamingPairBatches", "WarmupLinear", "data_files", "distillation_trainer", "fit",
+           "learning_rate", "load_state", "pair_training_batches", "pretraining_trainer", "save_state", "streamed_pairs", "table",
            "task_table", "write_results"]

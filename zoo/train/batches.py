@@ -217,15 +217,15 @@ class StreamingPairBatches:
                           self.zero_segments)
 
 
-def streamed_pairs(config, tokenizer, task, labels, **kwargs):
-    """``StreamingPairBatches`` over ``config.train_files`` (``--train-files``), or the task's train file
-    (``--stream``), with the config's batch size, maxlen, limit_train and length_buckets; ``labels(y, graded)`` maps
-    each batch's labels (``graded``: the files hold labels above 1, as STS-B's 0-5)."""
+def streamed_pairs(tokenizer, task, batch_size, maxlen, labels, train_files=(), data_dir=None, **kwargs):
+    """``StreamingPairBatches`` over ``train_files``, or else ``task``'s train file (in ``data_dir``, as
+    ``zoo.data.resolve_data_dir``); ``labels(y, graded)`` maps each batch's labels (``graded``: the files hold
+    labels above 1, as STS-B's 0-5); ``kwargs`` go to ``StreamingPairBatches`` (``limit``, ``length_buckets``,
+    ``joint``, ...)."""
     from ..data import resolve_data_dir, task_file
 
-    paths = config.train_files or [task_file(task, "train", resolve_data_dir(task, config.data_dir))]
-    source = StreamingPairBatches(tokenizer, paths, config.batch_size, config.maxlen, limit=config.limit_train,
-                                  length_buckets=config.length_buckets, **kwargs)
+    paths = train_files or [task_file(task, "train", resolve_data_dir(task, data_dir))]
+    source = StreamingPairBatches(tokenizer, paths, batch_size, maxlen, **kwargs)
     graded = source.max_label > 1
     source.label_fn = lambda y: labels(y, graded)
     return source
@@ -244,9 +244,9 @@ def pair_files(paths):
         elif os.path.isfile(path):
             files.append(path)
         else:
-            raise ConfigError(f"--train-files: {path} not found")
+            raise ConfigError(f"paths: {path} not found")
     if not files:
-        raise ConfigError(f"--train-files: no files in {paths}")
+        raise ConfigError(f"paths: no files in {paths}")
     return files
 
 

@@ -85,7 +85,7 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
     ``save_to_preset(path, metadata=...)`` writes a preset) in ``OUTPUT/model``. Rerunning with the same ``output`` resumes
     from ``OUTPUT/checkpoint`` and ends where an uninterrupted run ends. Returns a ``Run``."""
     if epochs < 1 or save_every < 1:
-        raise ConfigError(f"--epochs and --save-every must be >= 1 (got {epochs}, {save_every})")
+        raise ConfigError(f"epochs and save_every must be >= 1, got {epochs} and {save_every}")
     if len(batches) == 0:
         raise ConfigError("no training batches (is the train split empty?)")
     os.makedirs(output, exist_ok=True)

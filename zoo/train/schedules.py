@@ -26,5 +26,5 @@ class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
 
 def learning_rate(peak, warmup, total_steps):
     """A constant ``peak`` when ``warmup`` is None (bojone's CoSENT), else WarmupLinear over that share of steps."""
-    check_warmup(warmup)
+    check_warmup(warmup, "warmup")
     return peak if warmup is None else WarmupLinear(peak, int(warmup * total_steps), total_steps)

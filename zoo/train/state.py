@@ -81,7 +81,7 @@ def load_state(directory, trainer):
         diff = next((f"{a} vs {b}" for a, b in zip(paths, (v.path for v in model_vars)) if _layout(a) != _layout(b)),
                     f"{len(paths)} vs {len(model_vars)} variables")
         raise CheckpointError(f"{meta_path}: the training state belongs to another model ({diff}); use a new "
-                              f"--output, or delete {directory}")
+                              f"output folder, or delete {directory}")
     trainer.optimizer.build(trainer.trainable_variables)
     optimizer_vars = list(trainer.optimizer.variables)
     if [list(v.shape) for v in optimizer_vars] != opt_paths:
