@@ -310,6 +310,7 @@ def test_a_deprecated_spelling_is_an_error_in_the_tests():
     ``pytest.warns``) never uses a deprecated spelling; other packages' DeprecationWarnings are not errors."""
     import warnings
 
+    import zoo
     from zoo.errors import ZooDeprecationWarning
 
     with pytest.raises(ZooDeprecationWarning, match="zoo.load_tokenizer is deprecated"):

@@ -8,7 +8,7 @@ from zoo.losses import cosent_loss, cosine_mse_loss, in_batch_softmax_loss, pair
 def np_cosent(labels, scores, scale=20.0):
     total = 0.0
     for k in range(len(labels)):
-        for l in range(len(labels)):
+        for l in range(len(labels)):  # noqa: E741
             if labels[k] < labels[l]:
                 total += np.exp(scale * (scores[k] - scores[l]))
     return np.log1p(total)
@@ -35,7 +35,7 @@ def test_gap_weighted_cosent():
     assert as_np(cosent_loss(gold, scores, gap_weighted=True)) == pytest.approx(as_np(cosent_loss(gold, scores)), 1e-5)
     soft = np.array([0.9, 0.1, 0.95, 0.6, 0.3, 0.05], "float32")
     reference = np.log1p(sum((soft[l] - soft[k]) * np.exp(20 * (scores[k] - scores[l]))
-                             for k in range(6) for l in range(6) if soft[k] < soft[l]))
+                             for k in range(6) for l in range(6) if soft[k] < soft[l]))  # noqa: E741
     assert as_np(cosent_loss(soft, scores, gap_weighted=True)) == pytest.approx(reference, rel=1e-5)
     wrong_order = np.array([0.1, 0.0], "float32")  # pair 0 scores higher but its target is lower
     assert as_np(cosent_loss(np.array([0.5, 0.51]), wrong_order, gap_weighted=True)) < 0.1 * as_np(

@@ -294,7 +294,7 @@ class StreamingPretrainingBatches(PretrainingBatches):
     def example(self, planned):
         """The (segment A, segment B or None, is_next) example of a ``plan`` entry: tokenised here."""
         a_sentences, b_sentences, is_next = planned
-        encode = lambda sentences: [e for e in (word_piece_ids(self.ex.tokenizer, s, self.wwm) for s in sentences)
+        encode = lambda sentences: [e for e in (word_piece_ids(self.ex.tokenizer, s, self.wwm) for s in sentences)  # noqa: E731
                                     if e[0]]
         if b_sentences is None:
             return _join(encode(a_sentences), self.maxlen - 2), None, 1
