@@ -18,6 +18,8 @@ import os
 
 from quality_ablation import cpu_seconds, portable
 
+from zoo.paths import write_json_atomic
+
 TASKS = ("ATEC", "BQ", "LCQMC", "STS-B")
 TEST_TASKS = (*TASKS, "PAWSX")
 MAX_DROP = 0.3
@@ -94,10 +96,7 @@ def main():
                     "dose and epoch chosen on valid", "shipped_valid_mean4": shipped,
             "chosen": chosen and {"run": chosen[0]["run"], "epoch": chosen[1]["epoch"]}, "runs": runs,
             "bge_small_zh_v1_5_test": BGE_SMALL, "table": table}
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, ensure_ascii=False)
-    os.replace(tmp, args.output)
+    write_json_atomic(args.output, data)
     print(table)
 
 
