@@ -161,10 +161,10 @@ def test_float16_preset_is_half_the_size_and_loads_into_float32(tiny_encoders, t
     assert not (tmp_path / "big").exists()
 
 
-def test_from_checkpoint_and_use_as_layer(tiny_encoders, tmp_path):
+def test_from_preset_of_a_backbone_and_use_as_layer(tiny_encoders, tmp_path):
     src = tiny_encoders["cls"]
     save_preset(src.backbone, src.tokenizer, tmp_path / "bb")
-    enc = zoo.SentenceEncoder.from_checkpoint(tmp_path / "bb", pooling="cls", maxlen=32)
+    enc = zoo.SentenceEncoder.from_preset(tmp_path / "bb", pooling="cls", maxlen=32)
     np.testing.assert_allclose(enc.encode(TEXTS), src.encode(TEXTS), atol=1e-6)
     # inside a user's functional model, with a head on top, trainable
     inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}

@@ -155,7 +155,7 @@ def test_index_build_calibrates_the_hybrid_on_labelled_queries(tmp_path, capsys)
     from conftest import tiny_sentence_encoder
     from zoo.cli import main
 
-    tiny_sentence_encoder().save(tmp_path / "enc")
+    tiny_sentence_encoder().save_to_preset(tmp_path / "enc")
     lines = ["今天天气很好", "我们在中国", "他说你是谁", "天气很好的一天", "中国人很好"]
     (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "labelled.tsv").write_text("天气\t今天天气很好\n中国人\t中国人很好\n", encoding="utf-8")

@@ -52,12 +52,12 @@ def served(tmp_path_factory):
     cosines = [float(encoder.encode(a) @ encoder.encode(b)) for a, b in PAIRS]
     assert cosines[0] != cosines[1]
     threshold = sum(cosines) / 2
-    encoder.save(root / "run" / "model")
+    encoder.save_to_preset(root / "run" / "model")
     (root / "run" / "results.json").write_text(json.dumps({"config": {"task": "LCQMC"}, "threshold": threshold}))
     keras.utils.set_random_seed(8)
     tok = encoder.tokenizer
     zoo.SimBERT(zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0, with_mlm=True,
-                                 pooler_activation="linear"), tok, maxlen=16).save(root / "sim")
+                                 pooler_activation="linear"), tok, maxlen=16).save_to_preset(root / "sim")
     index = SemanticIndex(encoder).add(CORPUS)
     index.save(root / "index")
     with ModelServer(models={"enc": root / "run" / "model", "sim": root / "sim"}, port=0, index=root / "index",

@@ -144,7 +144,7 @@ def main():
     scores, sizes = {}, {}
     for dtype in ("float32", "float16"):
         path = os.path.join(work, dtype)
-        model.save(path, metadata={"source_run": os.path.abspath(args.run)}, weights_dtype=dtype)
+        model.save_to_preset(path, metadata={"source_run": os.path.abspath(args.run)}, weights_dtype=dtype)
         loaded = cls.from_preset(path)
         sizes[dtype] = folder_size(path)
         scores[dtype] = {t: evaluate_task(loaded, data[t]) for t in TASKS}
