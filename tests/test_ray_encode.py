@@ -14,6 +14,7 @@ from conftest import CJK_CHARS, require_module
 from zoo.errors import ConfigError, DataError
 from zoo.jobs import encode as encode_job
 from zoo.jobs.encode import EncodeConfig, run as encode
+from zoo.jobs.encode_rows import done_chunks
 
 ray = require_module("ray", "pip install 'ray[data]'")
 CHARS = list(dict.fromkeys(CJK_CHARS))[:160]
@@ -84,7 +85,7 @@ def test_a_local_run_resumes_on_ray(cluster, setup, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         job(root, tmp_path / "out.npy", source="texts.txt.gz", dtype="int8")
     monkeypatch.setattr(encode_job, "encode_shard", real)
-    assert len(encode_job._done_chunks(str(tmp_path / "out.npy.partial"))) == 2
+    assert len(done_chunks(str(tmp_path / "out.npy.partial"))) == 2
     result = job(root, tmp_path / "out.npy", source="texts.txt.gz", dtype="int8", engine="ray", processes=2)
     assert result["lines_encoded"] == len(texts) - 12
     job(root, tmp_path / "ref.npy", source="texts.txt.gz", dtype="int8")

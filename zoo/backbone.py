@@ -11,7 +11,6 @@ import keras
 import numpy as np
 from keras import ops
 from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
-from keras_hub.src.layers.modeling.transformer_layer_utils import merge_padding_and_attention_mask
 
 from .checkpoints import assign_weights, checkpoint_source
 
@@ -64,6 +63,16 @@ class BiasAdd(keras.layers.Layer):
         return {**super().get_config(), "units": self.units}
 
 
+def merged_attention_mask(padding_mask, attention_mask):
+    """[B, T] padding mask and [B, Tq, Tk] attention mask -> one int [B, Tq or 1, Tk] mask (or None): what
+    ``TransformerEncoder`` itself attends with."""
+    mask = None if padding_mask is None else ops.cast(ops.expand_dims(padding_mask, axis=1), "int32")
+    if attention_mask is None:
+        return mask
+    attention_mask = ops.cast(attention_mask, "int32")
+    return attention_mask if mask is None else ops.minimum(mask, attention_mask)
+
+
 def first_token_layer(layer, x, padding_mask=None, attention_mask=None, training=None):
     """``TransformerEncoder`` ``layer`` applied to [B, T, H] ``x`` for position 0 only -> [B, 1, H].
 
@@ -71,7 +80,7 @@ def first_token_layer(layer, x, padding_mask=None, attention_mask=None, training
     projected for all T), but its query, the attention output projection and the feed-forward block run on
     one position instead of T -- about 5/6 of a layer's work saved when only [CLS] is read.
     """
-    mask = merge_padding_and_attention_mask(x, padding_mask, attention_mask)
+    mask = merged_attention_mask(padding_mask, attention_mask)
     if mask is not None:
         mask = mask[:, :1, :]
     residual = query = x[:, :1, :]

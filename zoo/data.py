@@ -291,16 +291,22 @@ def iter_lines(path, column=None):
     line's N-th TAB-separated field (1-based). DataError names a bad line."""
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-            if column is not None:
-                fields = text.split("\t")
-                if len(fields) < column:
-                    raise DataError(f"{path}, line {number}: {len(fields)} TAB-separated field(s), no column {column}")
-                text = fields[column - 1]
-            yield number, text
+            yield number, decode_line(raw, path, number, column)
+
+
+def decode_line(raw, path, number, column=None):
+    """Line ``number`` (1-based) of ``path`` as bytes -> its text without the line end, or with ``column`` N its
+    N-th TAB-separated field; DataError names the file and line."""
+    try:
+        text = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+    if column is None:
+        return text
+    fields = text.split("\t")
+    if len(fields) < column:
+        raise DataError(f"{path}, line {number}: {len(fields)} TAB-separated field(s), no column {column}")
+    return fields[column - 1]
 
 
 def read_lines(path, column=None):

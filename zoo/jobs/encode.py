@@ -11,7 +11,6 @@ array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, 
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import multiprocessing
 import os
@@ -26,6 +25,7 @@ from ..errors import ConfigError, DataError, MissingFileError, ZooError
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
 from ..inference import PRECISIONS, runner
+from .encode_rows import ChunkRows, done_chunks
 from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
 
 CALIBRATION_LINES = 2048  # int8 storage: per-dimension scales from the embeddings of the first lines
@@ -120,14 +120,6 @@ def _start_work(work, settings, model, config):
     return meta
 
 
-def _done_chunks(work):
-    done = set()
-    for path in glob.glob(os.path.join(work, "done-*.txt")):
-        with open(path, encoding="utf-8") as f:
-            done.update(int(line) for line in f if line.strip().isdigit())
-    return done
-
-
 def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
     """Encode the chunks of worker ``shard`` of ``shards`` not yet done, writing rows in place."""
     if model is None:
@@ -138,29 +130,15 @@ def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
     with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
     scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
-    path = os.path.join(work, "vectors.npy")
-    with open(path, "rb") as f:
-        np.lib.format.read_magic(f)
-        np.lib.format.read_array_header_1_0(f)
-        offset = f.tell()
-    row_bytes = meta["shape"][1] * np.dtype(meta["stored_dtype"]).itemsize
-    done = _done_chunks(work)
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        with open(os.path.join(work, f"done-{shard}.txt"), "a", encoding="utf-8") as log_file:
-            for index, start, texts in iter_chunks(config.input, config.chunk_size, config.column):
-                if index % shards != shard or index in done:
-                    continue
-                rows = quantize_embeddings(embed(model, texts, config), config.dtype, scales)
-                os.pwrite(fd, np.ascontiguousarray(rows).tobytes(), offset + start * row_bytes)
-                os.fsync(fd)
-                log_file.write(f"{index}\n")
-                log_file.flush()
-                os.fsync(log_file.fileno())
-                if on_chunk is not None:
-                    on_chunk(len(texts))
-    finally:
-        os.close(fd)
+    done = done_chunks(work)
+    with ChunkRows(work, meta, str(shard)) as rows:
+        for index, start, texts in iter_chunks(config.input, config.chunk_size, config.column):
+            if index % shards != shard or index in done:
+                continue
+            embedded = quantize_embeddings(embed(model, texts, config), config.dtype, scales)
+            rows.write(index, start, np.ascontiguousarray(embedded).tobytes())
+            if on_chunk is not None:
+                on_chunk(len(texts))
 
 
 def _finish(work, output, meta):
@@ -202,7 +180,7 @@ def run(config: EncodeConfig):
         shutil.rmtree(work, ignore_errors=True)
         meta = _start_work(work, settings, model, config)
     chunks = -(-lines // config.chunk_size)
-    done = _done_chunks(work)
+    done = done_chunks(work)
     if done:
         log.info("resuming %s: %d of %d chunks done", work, len(done), chunks)
     remaining = sum(min(config.chunk_size, lines - c * config.chunk_size) for c in range(chunks) if c not in done)
@@ -218,7 +196,7 @@ def run(config: EncodeConfig):
         _run_workers(config, work, bar)
     if bar is not None:
         bar.close()
-    missing = chunks - len(_done_chunks(work))
+    missing = chunks - len(done_chunks(work))
     if missing:
         raise ZooError(f"{work}: {missing} chunks not encoded; rerun the same command to resume")
     _finish(work, config.output, meta)
@@ -235,10 +213,10 @@ def _run_workers(config, work, bar):
                for p in range(config.processes)]
     for w in workers:
         w.start()
-    seen = len(_done_chunks(work))
+    seen = len(done_chunks(work))
     while any(w.is_alive() for w in workers):
         time.sleep(0.5)
-        now = len(_done_chunks(work))
+        now = len(done_chunks(work))
         if bar is not None and now > seen:
             bar.update(min((now - seen) * config.chunk_size, bar.total - bar.n))  # the last chunk may be short
         seen = now

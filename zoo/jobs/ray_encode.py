@@ -12,15 +12,15 @@ paths (a shared file system); the driver alone writes the output.
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
 
-from ..data import open_binary
-from ..errors import DataError, ZooError, require
+from ..data import decode_line, open_binary
+from ..errors import ZooError, require
 from ..logs import log
 from ..vectors import quantize_embeddings
+from .encode_rows import ChunkRows
 
 
 def chunk_offsets(path, chunk_size):
@@ -36,22 +36,9 @@ def chunk_offsets(path, chunk_size):
 
 def read_chunk(path, offset, start, count, column=None):
     """``count`` lines from byte ``offset`` (line ``start``, 0-based), decoded as ``zoo.data.iter_lines`` does."""
-    texts = []
     with open_binary(path) as f:
         f.seek(offset)
-        for k in range(count):
-            raw, number = f.readline(), start + k + 1
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}, line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-            if column is not None:
-                fields = text.split("\t")
-                if len(fields) < column:
-                    raise DataError(f"{path}, line {number}: {len(fields)} TAB-separated field(s), no column {column}")
-                text = fields[column - 1]
-            texts.append(text)
-    return texts
+        return [decode_line(f.readline(), path, start + k + 1, column) for k in range(count)]
 
 
 class ChunkEncoder:
@@ -104,24 +91,13 @@ def encode_chunks(config, work, meta, done, load, embed, on_chunk=None):
     dataset = ray.data.from_items(todo).map_batches(
         ChunkEncoder, fn_constructor_args=(config, scales, per_actor, load, embed), batch_size=1, batch_format="numpy",
         concurrency=config.processes, num_cpus=per_actor)
-    path = os.path.join(work, "vectors.npy")
-    with open(path, "rb") as f:
-        np.lib.format.read_magic(f)
-        np.lib.format.read_array_header_1_0(f)
-        header = f.tell()
-    row_bytes = meta["shape"][1] * np.dtype(meta["stored_dtype"]).itemsize
-    fd = os.open(path, os.O_WRONLY)
     try:
-        with open(os.path.join(work, "done-ray.txt"), "a", encoding="utf-8") as done_file:
+        with ChunkRows(work, meta, "ray") as rows:
             for batch in dataset.iter_batches(batch_size=1, batch_format="numpy"):
-                for chunk, start, rows in zip(batch["chunk"], batch["start"], batch["rows"]):
-                    os.pwrite(fd, rows, header + int(start) * row_bytes)
-                    os.fsync(fd)
-                    done_file.write(f"{int(chunk)}\n")
-                    done_file.flush()
-                    os.fsync(done_file.fileno())
+                for chunk, start, data in zip(batch["chunk"], batch["start"], batch["rows"]):
+                    written = rows.write(chunk, start, data)
                     if on_chunk is not None:
-                        on_chunk(len(rows) // row_bytes)
+                        on_chunk(written)
     except Exception as e:  # noqa: BLE001 -- a DataError or ConfigError raised in an actor: say it plainly
         cause = _zoo_error(e)
         if cause is not None:
@@ -130,8 +106,6 @@ def encode_chunks(config, work, meta, done, load, embed, on_chunk=None):
             raise ZooError(f"ray: encoding failed ({str(e).strip().splitlines()[-1]}); finished chunks are kept in "
                            f"{work}: rerun the same command to resume") from None
         raise
-    finally:
-        os.close(fd)
 
 
 def _zoo_error(error):
