@@ -113,7 +113,7 @@ def main():
 
     def judged(cands):
         pairs = [(t, c) for t, cs in zip(inputs, cands) for c in cs]
-        return judge.predict(pairs) if pairs else np.zeros(0)
+        return judge.score(pairs) if pairs else np.zeros(0)
 
     texts = [[c for c, _ in cs] for cs in returned]
     rows = {"returned (filters on)": metrics(inputs, texts, judged(texts)),

@@ -142,7 +142,7 @@ def test_cross_encoder_export(encoder, tmp_path, head, zero_segments):
     for key, value in ids.items():
         np.testing.assert_array_equal(tokenized[key].numpy(), value, err_msg=key)
     got = model.signatures["serving_default"](text_a=tf.constant(a), text_b=tf.constant(b))["score"].numpy()
-    np.testing.assert_allclose(got, scorer.predict(list(zip(a, b))), atol=1e-5)
+    np.testing.assert_allclose(got, scorer.score(list(zip(a, b))), atol=1e-5)
 
 
 def test_simbert_retrieval_head_export(tmp_path):

@@ -90,8 +90,8 @@ def test_cross_encoder_graph_equals_keras(head, zero_segments):
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
     ids = TOKENIZER([a for a, _ in pairs], [b for _, b in pairs], maxlen=32)  # segments 0/1: zeroed in the graph
     np.testing.assert_allclose(run_graph(fused_graph(scorer, served=True), ids),
-                               scorer.predict(pairs, precision="fp32"), atol=TOLERANCE)
-    np.testing.assert_allclose(scorer.predict(pairs, precision="onnx-fp32"), scorer.predict(pairs, precision="fp32"),
+                               scorer.score(pairs, precision="fp32"), atol=TOLERANCE)
+    np.testing.assert_allclose(scorer.score(pairs, precision="onnx-fp32"), scorer.score(pairs, precision="fp32"),
                                atol=TOLERANCE)
 
 
@@ -212,12 +212,12 @@ def test_auto_rules(monkeypatch):
 def test_auto_for_a_cross_encoder_scores_the_probe_pairs(fresh_cache):
     scorer = zoo.CrossEncoder(tiny_backbone(seed=8), TOKENIZER, head="cosent", maxlen=32)
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
-    scores = scorer.predict(pairs)  # precision auto: measured on the probe pairs, recorded
+    scores = scorer.score(pairs)  # precision auto: measured on the probe pairs, recorded
     [info] = fresh_cache.glob("onnx/*/info.json")
     [record] = json.loads(info.read_text())["auto"].values()
     assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"}
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)
-    np.testing.assert_array_equal(scores, scorer.predict(pairs, precision=record["choice"]))
+    np.testing.assert_array_equal(scores, scorer.score(pairs, precision=record["choice"]))
 
 
 def test_a_damaged_cache_is_rebuilt(fresh_cache, caplog):
@@ -304,6 +304,6 @@ def test_an_int8_onnx_export_of_a_cross_encoder_is_served(tmp_path):
     with ModelServer(tmp_path / "pair", port=0) as server:
         status, reply = predict(server, {"instances": [{"text_a": a, "text_b": b} for a, b in pairs]})
     assert status == 200, reply
-    want = scorer.predict(pairs, precision="fp32")
+    want = scorer.score(pairs, precision="fp32")
     got = np.array(reply["predictions"], "float32")
     assert np.abs(got - want).max() < 0.02 and not np.allclose(got, want, atol=1e-6)

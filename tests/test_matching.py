@@ -103,19 +103,43 @@ def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
     import keras
 
     pairs = [("今天天气很好", "今天天气不错"), ("我们", "他们在中国说的话" * 3), ("hello", "world")]
-    scores = cross.predict(pairs, batch_size=2)
+    scores = cross.score(pairs, batch_size=2)
     assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
-    one_by_one = np.array([cross.predict([p])[0] for p in pairs])
+    one_by_one = np.array([cross.score([p])[0] for p in pairs])
     np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
     cross.save_to_preset(tmp_path / "ce")
-    np.testing.assert_allclose(zoo.CrossEncoder.from_preset(tmp_path / "ce").predict(pairs), scores, atol=1e-6)
+    np.testing.assert_allclose(zoo.CrossEncoder.from_preset(tmp_path / "ce").score(pairs), scores, atol=1e-6)
     for model in (zoo.from_preset(tmp_path / "ce"), load_saved(tmp_path / "ce"), load_saved(tmp_path / "ce")):
         assert isinstance(model, zoo.CrossEncoder)  # with its tokenizer, whichever verb loaded it
-        np.testing.assert_allclose(model.predict(pairs), scores, atol=1e-6)
+        np.testing.assert_allclose(model.score(pairs), scores, atol=1e-6)
     cross.save(str(tmp_path / "ce.keras"))
-    np.testing.assert_allclose(keras.saving.load_model(str(tmp_path / "ce.keras")).predict(pairs), scores, atol=1e-6)
+    np.testing.assert_allclose(keras.saving.load_model(str(tmp_path / "ce.keras")).score(pairs), scores, atol=1e-6)
     with pytest.raises(ValueError, match="pair 1"):
-        cross.predict([("好", "好"), ("", "好")])
+        cross.score([("好", "好"), ("", "好")])
+
+
+def test_score_is_the_head_spec_and_predict_is_keras(cross):
+    """score() serves the HeadSpec's meaning (P(similar) = softmax(logits)[1]); predict is Keras' on ids (its
+    own keywords work) and, given pairs, the deprecated spelling of score."""
+    pairs = [("今天天气很好", "今天天气不错"), ("我们", "他们")]
+    assert cross.head_spec() == zoo.heads.HeadSpec.score("softmax") and cross.head_spec().pairs
+    ids = {k: np.asarray(v) for k, v in cross.tokenizer([a for a, _ in pairs], [b for _, b in pairs],
+                                                        maxlen=32).items()}
+    logits = cross.predict(ids, verbose=0, batch_size=2)
+    assert logits.shape == (2, 2)
+    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    np.testing.assert_allclose(cross.score(pairs, precision="fp32"), p[:, 1], atol=1e-5)
+    with pytest.warns(DeprecationWarning, match=r"CrossEncoder.score"):
+        np.testing.assert_allclose(cross.predict(pairs, verbose=0), cross.score(pairs), atol=1e-6)
+    spec = zoo.heads.HeadSpec.score("cosent")
+    np.testing.assert_allclose(spec.serve_numpy(logits), logits[:, 0])
+    np.testing.assert_allclose(spec.logits(spec.serve_numpy(logits)), logits[:, 0])
+    softmax = cross.head_spec()
+    np.testing.assert_allclose(softmax.logits(softmax.serve_numpy(logits)), logits[:, 1] - logits[:, 0], atol=1e-4)
+    np.testing.assert_allclose(np.asarray(softmax.serve(logits)), softmax.serve_numpy(logits), atol=1e-6)
+    assert zoo.heads.HeadSpec.from_record(softmax.to_record()) == softmax
+    with pytest.raises(ValueError, match="head"):
+        zoo.heads.HeadSpec.score("regression")
 
 
 def test_zero_segments_option(cross):

@@ -181,7 +181,7 @@ def test_rerank_matches_cross_encoder_predict(server, models):
     status, reply = call(server, "POST", "/rerank", {"model": "ce", "query": query, "texts": texts,
                                                      "return_text": True})
     assert status == 200, reply
-    p = models["softmax"].predict(pairs)
+    p = models["softmax"].score(pairs)
     assert [r["index"] for r in reply] == list(np.argsort(-p, kind="stable"))
     np.testing.assert_allclose([r["score"] for r in reply], np.sort(p)[::-1], atol=1e-5)
     assert [r["text"] for r in reply] == [texts[r["index"]] for r in reply]
@@ -191,7 +191,7 @@ def test_rerank_matches_cross_encoder_predict(server, models):
     np.testing.assert_allclose(sorted(r["score"] for r in raw), sorted(logits[:, 1] - logits[:, 0]), atol=1e-4)
     assert "text" not in raw[0]
     # a cosent head served from its preset: raw scores are predict's, the default their sigmoid
-    s = models["cosent"].predict(pairs)
+    s = models["cosent"].score(pairs)
     status, raw = call(server, "POST", "/rerank", {"model": "cosent", "query": query, "texts": texts,
                                                    "raw_scores": True})
     np.testing.assert_allclose([r["score"] for r in raw], np.sort(s)[::-1], atol=1e-5)
@@ -257,7 +257,7 @@ def test_paraphrases_from_a_served_simbert(server):
 def test_tf_serving_routes_serve_exports_side_by_side(server, models):
     status, reply = call(server, "POST", "/v1/models/ce:predict", {"instances": [{"text_a": "你好", "text_b": "您好"}]})
     assert status == 200
-    np.testing.assert_allclose(reply["predictions"], models["softmax"].predict([("你好", "您好")]), atol=1e-5)
+    np.testing.assert_allclose(reply["predictions"], models["softmax"].score([("你好", "您好")]), atol=1e-5)
     status, reply = call(server, "POST", "/v1/models/sim:predict", {"instances": ["你好"]})
     assert status == 404 and "zoo export" in reply["error"]
 

@@ -33,7 +33,7 @@ _DEPRECATED = {
     "load_preset": ("zoo.from_preset", None, None),
 }
 _SUBMODULES = ("attention_masks", "augment", "backbone", "checkpoints", "cli", "config", "corpus", "data",
-               "distribute", "errors", "evaluation", "export", "fused_onnx", "generation", "inference", "jobs",
+               "distribute", "errors", "evaluation", "export", "fused_onnx", "generation", "heads", "inference", "jobs",
                "logs", "losses", "milvus_index", "models", "paths", "pooling", "presets", "pretraining_data",
                "retrieval", "serving", "tokenizer", "train", "vectors")
 

@@ -91,8 +91,8 @@ class AccuracyEvaluator(Evaluator):
         self.dataset, self.batch_size, self.name = dataset, batch_size, name
 
     def __call__(self, model):
-        scores = model.predict(list(zip(self.dataset.texts_a, self.dataset.texts_b)), batch_size=self.batch_size,
-                               precision="fp32")
+        scores = model.score(list(zip(self.dataset.texts_a, self.dataset.texts_b)), batch_size=self.batch_size,
+                              precision="fp32")
         self.scores = scores
         threshold, acc = best_threshold(scores, self.dataset.labels)
         return {"accuracy": 100 * acc, "threshold": threshold}
@@ -168,7 +168,7 @@ def pair_scores(model, dataset, batch_size=128):
     cross-encoder's score otherwise."""
     if hasattr(model, "similarity_pairwise"):
         return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size, precision="fp32")
-    return model.predict(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size, precision="fp32")
+    return model.score(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size, precision="fp32")
 
 
 def evaluate_task(model, data, batch_size=128, valid_scores=None):

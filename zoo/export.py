@@ -17,7 +17,7 @@ A SavedModel written by ``export_saved_model`` has these signatures:
 With ``signature="ids"`` only ``ids`` (also as ``serving_default``) is written: no tokenizer in the graph,
 so no tf-text ops, for servers that lack them (the client then tokenizes with ``zoo.Tokenizer``).
 
-Other model kinds are added with ``register_spec`` (see ``ServingSpec``).
+What is served is the model's ``head_spec()`` (``zoo.heads.HeadSpec``): a task model with one is exportable.
 """
 
 from __future__ import annotations
@@ -25,15 +25,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
 from .errors import ConfigError, require
-from .losses import l2_normalize
-from .models import CrossEncoder, SentenceEncoder, SimBERT, from_preset
+from .models import from_preset
 from .paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
 from .inference import bfloat16_copy
 from .tokenizer import SPECIAL_TOKENS
@@ -187,53 +184,18 @@ def _keep_first(ragged, n):
 
 
 # ----------------------------------------------------------------------------------- what is served
-@dataclass(frozen=True)
-class ServingSpec:
-    """How a kind of zoo model is served: the names of its string inputs (one per text of a row), the name
-    of its output, and ``postprocess`` (model output tensor -> served tensor).
-
-    A SentenceEncoder: ``ServingSpec(("text",), "embedding", l2_normalize)``. A cross-encoder would be
-    ``ServingSpec(("text_a", "text_b"), "score", ...)``: two text inputs are tokenized as a pair
-    (``[CLS] a [SEP] b [SEP]``, segment ids 0/1, bert4keras truncation).
-    """
-
-    text_inputs: tuple
-    output: str
-    postprocess: Callable = tf.identity
-
-
-_SPECS = {}
-
-
-def register_spec(cls, spec):
-    """Declare how models of class ``cls`` (and subclasses) are exported. ``spec``: a ServingSpec, or a
-    function model -> ServingSpec when it depends on the instance (e.g. a softmax or a regression head)."""
-    _SPECS[cls] = spec
-
-
 def serving_spec(model):
-    """The ServingSpec of a model (TypeError for a model kind that has none)."""
-    for cls in type(model).__mro__:
-        if cls in _SPECS:
-            spec = _SPECS[cls] if isinstance(_SPECS[cls], ServingSpec) else _SPECS[cls](model)
-            if not 1 <= len(spec.text_inputs) <= 2:
-                raise ValueError("a ServingSpec takes one text input, or two for sentence pairs")
-            return spec
-    raise TypeError(f"no export recipe for a {type(model).__name__}; exportable: "
-                    f"{sorted(c.__name__ for c in _SPECS)} (add one with zoo.export.register_spec)")
+    """The ``HeadSpec`` of a model to export (TypeError for a model kind that serves nothing)."""
+    head_spec = getattr(model, "head_spec", None)
+    if head_spec is None:
+        raise TypeError(f"no export recipe for a {type(model).__name__}: exportable are zoo task models with a head_spec() "
+                        f"(SentenceEncoder, CrossEncoder, SimBERT)")
+    return head_spec()
 
 
-def _cross_encoder_spec(model):
-    """P(similar) for a softmax head, the raw score for a CoSENT (Dense(1)) head."""
-    if model.head == "softmax":
-        return ServingSpec(("text_a", "text_b"), "score", lambda y: tf.nn.softmax(y, axis=-1)[:, 1])
-    return ServingSpec(("text_a", "text_b"), "score", lambda y: y[:, 0])
-
-
-register_spec(SentenceEncoder, ServingSpec(("text",), "embedding", l2_normalize))
-register_spec(CrossEncoder, _cross_encoder_spec)
-# SimBERT's retrieval head: one sentence (segments 0: the UniLM mask is then bidirectional) -> pooler
-register_spec(SimBERT, ServingSpec(("text",), "embedding", lambda out: l2_normalize(out["pooled_output"])))
+def described(model, spec):
+    """How an export's manifest describes its model (read by ``zoo serve``): the class and its HeadSpec."""
+    return {"class": type(model).__name__, **spec.to_record()}
 
 
 # ----------------------------------------------------------------------------------- export
@@ -253,10 +215,12 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists (pass overwrite=True, or export a new version)")
 
+    served = model.served_model()
+
     def predict(ids):
-        if getattr(model, "zero_segments", False):  # a cross-encoder trained like bojone's interact.py
+        if spec.zero_segments:  # a cross-encoder trained like bojone's interact.py
             ids = {**ids, "segment_ids": tf.zeros_like(ids["segment_ids"])}
-        return {spec.output: spec.postprocess(model(ids, training=False))}
+        return {spec.output: spec.serve(served(ids, training=False))}
 
     def from_ids(token_ids, segment_ids, padding_mask):
         return predict({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
@@ -274,7 +238,7 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
             raise ValueError(f"maxlen={maxlen} is above the model's {max_positions} position embeddings")
         tokenizer = GraphTokenizer(model.tokenizer, maxlen)
         archive.track(tokenizer)
-        text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.text_inputs]
+        text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.texts]
         from_text = archive.add_endpoint("text", lambda *texts: predict(tokenizer(*texts)), text_specs)
         archive.add_endpoint("tokenize", lambda *texts: tokenizer(*texts), text_specs)
         archive.add_endpoint("serving_default", from_text)
@@ -282,9 +246,8 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     with atomic_dir(path) as tmp:
         os.rmdir(tmp)  # write_out makes the folder itself
         archive.write_out(tmp, verbose=verbose)
-        described = {"class": type(model).__name__, "head": getattr(model, "head", None)}  # read by zoo serve
         write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {"format": "zoo-savedmodel", "files": file_manifest(tmp),
-                                                               "model": described})
+                                                               "model": described(model, spec)})
     return path
 
 
@@ -330,7 +293,7 @@ def export_onnx(model, path, quantize="none"):
 
     serving_spec(model)
     if quantize == "auto":
-        quantize = "int8" if choose(model.encoder if isinstance(model, SimBERT) else model) == "int8" else "none"
+        quantize = "int8" if choose(model.served_model()) == "int8" else "none"
     graph = fused_graph(model, served=True)
     path = os.fspath(path)
     if quantize == "none":
@@ -356,11 +319,11 @@ def export_onnx_folder(model, path, quantize="none", maxlen=None):
         precision = export_onnx(model, os.path.join(tmp, ONNX_FILE), quantize=quantize)
         model.tokenizer.save_to_preset(tmp)
         write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {
-            "format": "zoo-onnx", "model": {"class": type(model).__name__, "head": getattr(model, "head", None)},
-            "text_inputs": list(spec.text_inputs), "vocabulary_size": model.backbone.vocabulary_size,
+            "format": "zoo-onnx", "model": described(model, spec), "text_inputs": list(spec.texts),
+            "vocabulary_size": model.backbone.vocabulary_size,
             "num_segments": model.backbone.num_segments, "max_positions": model.backbone.max_sequence_length,
             "output": spec.output, "maxlen": maxlen, "precision": precision,
-            "zero_segments": bool(getattr(model, "zero_segments", False)), "files": file_manifest(tmp)})
+            "zero_segments": spec.zero_segments, "files": file_manifest(tmp)})
     return path
 
 

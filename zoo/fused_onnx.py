@@ -63,22 +63,21 @@ class _Graph:
 
 
 def describe(model):
-    """(backbone, head) of a zoo task model: head ("pooling", mode) for a SentenceEncoder (SimBERT: its
-    retrieval encoder), ("classifier", kernel, bias, head, zero_segments) for a CrossEncoder. TypeError otherwise."""
-    if not hasattr(model, "pooling") and not hasattr(model, "head") and hasattr(model, "encoder"):
-        model = model.encoder  # SimBERT: the retrieval head is a SentenceEncoder on its backbone
+    """(backbone, HeadSpec, classifier) of a zoo task model's served part (SimBERT: its retrieval encoder):
+    ``classifier`` is a score head's (kernel, bias) as float32 arrays, None for an embedding. TypeError for a
+    model without a fused graph."""
+    spec = model.head_spec() if hasattr(model, "head_spec") else None
+    model = model.served_model() if spec is not None else model
     backbone = getattr(model, "backbone", None)
-    if type(backbone).__name__ != "BertBackbone":
-        raise TypeError(f"no fused graph for a {type(model).__name__}: it needs a zoo BertBackbone")
-    if hasattr(model, "pooling"):
-        return backbone, ("pooling", model.pooling)
-    if hasattr(model, "head"):
-        from keras import ops
+    if spec is None or type(backbone).__name__ != "BertBackbone":
+        raise TypeError(f"no fused graph for a {type(model).__name__}: it needs a zoo task model (SentenceEncoder, "
+                        f"CrossEncoder or SimBERT) on a zoo BertBackbone")
+    if spec.output == "embedding":
+        return backbone, spec, None
+    from keras import ops
 
-        dense = model.get_layer("classifier")
-        kernel, bias = (np.asarray(ops.convert_to_numpy(w), "float32") for w in (dense.kernel, dense.bias))
-        return backbone, ("classifier", kernel, bias, model.head, bool(getattr(model, "zero_segments", False)))
-    raise TypeError(f"no fused graph for a {type(model).__name__} (SentenceEncoder, CrossEncoder or SimBERT)")
+    dense = model.get_layer("classifier")
+    return backbone, spec, tuple(np.asarray(ops.convert_to_numpy(w), "float32") for w in (dense.kernel, dense.bias))
 
 
 def fused_graph(model, served=False):
@@ -87,7 +86,7 @@ def fused_graph(model, served=False):
     of a softmax head, the raw score of a CoSENT head) instead of the raw ``output``."""
     from onnx import TensorProto, helper
 
-    backbone, head = describe(model)
+    backbone, spec, classifier = describe(model)
     if backbone.activation not in ACTIVATIONS:
         raise ValueError(f"no fused graph for activation {backbone.activation!r}; known: {ACTIVATIONS}")
     embedding = backbone.get_layer("token_embedding")
@@ -96,7 +95,7 @@ def fused_graph(model, served=False):
     arrays = {k: np.asarray(v, "float32") for k, v in backbone_arrays(backbone).items()}
     g = _Graph()
     eps = float(backbone.layer_norm_epsilon)
-    zero_segments = head[0] == "classifier" and head[4]
+    zero_segments = spec.zero_segments
     mask = "padding_mask"
     word = g.const("word_embeddings", arrays["bert/embeddings/word_embeddings"])
     position_table = arrays["bert/embeddings/position_embeddings"]
@@ -110,27 +109,27 @@ def fused_graph(model, served=False):
     x = g.ms("EmbedLayerNormalization", embed_inputs + [g.const("gamma", arrays["bert/embeddings/LayerNorm/gamma"]),
                                                         g.const("beta", arrays["bert/embeddings/LayerNorm/beta"])],
              outputs=2, epsilon=eps)[0]
-    first_token_only = head[0] == "classifier" or head[1] in ("cls", "pooler")
+    first_token_only = classifier is not None or spec.pooling in ("cls", "pooler")
     layers = []
     for i in range(backbone.num_layers):
         last = i == backbone.num_layers - 1
         x = _layer(g, arrays, f"bert/encoder/layer_{i}", x, mask, backbone, eps, first_token_only and last)
         layers.append(x)
-    if head[0] == "classifier":
+    if classifier is not None:
         cls = g.op("Squeeze", [x, g.const("axis", np.array([1], "int64"))])
-        output = g.op("Add", [g.op("MatMul", [cls, g.const("classifier_kernel", head[1])]),
-                              g.const("classifier_bias", head[2])])
-        if served:
-            if head[3] == "softmax":
-                output = g.op("Softmax", [output], axis=-1)
-                output = g.op("Gather", [output, g.const("index", np.array(1, "int64"))], axis=1)
-            else:
-                output = g.op("Gather", [output, g.const("index", np.array(0, "int64"))], axis=1)
+        output = g.op("Add", [g.op("MatMul", [cls, g.const("classifier_kernel", classifier[0])]),
+                              g.const("classifier_bias", classifier[1])])
     else:
-        output = _pool(g, arrays, head[1], layers, mask, backbone)
-        if served:
+        output = _pool(g, arrays, spec.pooling, layers, mask, backbone)
+    if served:  # HeadSpec.serve, as graph ops
+        if spec.output == "embedding":
             output = _l2_normalize(g, output)
-    name = ("score" if head[0] == "classifier" else "embedding") if served else "output"
+        else:
+            if spec.head == "softmax":
+                output = g.op("Softmax", [output], axis=-1)
+            index = g.const("index", np.array(1 if spec.head == "softmax" else 0, "int64"))
+            output = g.op("Gather", [output, index], axis=1)
+    name = spec.output if served else "output"
     g.op("Identity", [output], outputs=[name])
     dims = ["batch", "length"]
     graph = helper.make_graph(

@@ -216,10 +216,10 @@ def graph_key(model):
 
     from .fused_onnx import WRITER_VERSION, describe
 
-    backbone, head = describe(model)
+    backbone, spec, _ = describe(model)
     h = hashlib.sha256()
     settings = {"writer": WRITER_VERSION, "onnxruntime": onnxruntime.__version__, "class": type(model).__name__,
-                "backbone": backbone.get_config(), "head": [x for x in head if isinstance(x, (str, bool))]}
+                "backbone": backbone.get_config(), "head": spec.to_record()}
     h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for w in model.weights:
         h.update(w.path.encode())
@@ -408,8 +408,8 @@ PARITY_TEXTS = ("今天天气不错", "今天天气很好", "花呗怎么开通"
 
 
 def probe_rows(model, a, b):
-    """Rows of the probe: one per pair for a cross-encoder; one per distinct text otherwise (+ the text index)."""
-    if hasattr(model, "encode_pairs"):
+    """Rows of the probe: one per pair for a pair model; one per distinct text otherwise (+ the text index)."""
+    if model.head_spec().pairs:
         return model.encode_pairs(a, b), None
     texts = list(dict.fromkeys(a + b))
     tok = model.tokenizer
@@ -418,13 +418,10 @@ def probe_rows(model, a, b):
 
 def pair_scores(model, outputs, index, a, b):
     """Similarity of each probe pair from the model's outputs on ``probe_rows``."""
+    served = model.head_spec().serve_numpy(outputs)  # scores, or L2-normalised vectors
     if index is None:
-        if getattr(model, "head", "cosent") == "softmax":
-            e = np.exp(outputs - outputs.max(1, keepdims=True))
-            return (e / e.sum(1, keepdims=True))[:, 1]
-        return outputs[:, 0]
-    v = outputs / np.maximum(np.linalg.norm(outputs, axis=1, keepdims=True), 1e-12)
-    return np.sum(v[[index[t] for t in a]] * v[[index[t] for t in b]], axis=1)
+        return served
+    return np.sum(served[[index[t] for t in a]] * served[[index[t] for t in b]], axis=1)
 
 
 def measure(model):

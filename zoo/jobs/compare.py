@@ -57,7 +57,7 @@ def _train(task, model, config):
     if model == "interact":
         cross_encoder.run(cross_encoder.CrossEncoderConfig(lr=config.cross_lr, **common))
         ce = CrossEncoder.from_preset(folder)
-        return lambda a, b: ce.predict(list(zip(a, b)), batch_size=128)
+        return lambda a, b: ce.score(list(zip(a, b)), batch_size=128)
     bi_encoder.run(bi_encoder.BiEncoderConfig(objective=model, lr=config.bi_lr, **common))
     enc = SentenceEncoder.from_preset(folder)
     return lambda a, b: enc.similarity_pairwise(a, b, batch_size=128)

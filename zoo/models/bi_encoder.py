@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from ..backbone import BertBackbone, backbone_inputs
+from ..heads import HeadSpec
 from ..losses import pair_cosine
 from ..pooling import Pooling
 from ..tokenizer import Tokenizer
@@ -53,6 +54,9 @@ class SentenceEncoder(Task):
 
     def get_config(self):
         return self._config(pooling=self.pooling, maxlen=self.maxlen, query_prefix=self.query_prefix)
+
+    def head_spec(self):
+        return HeadSpec.embedding(self.pooling)
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None,

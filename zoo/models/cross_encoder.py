@@ -11,7 +11,8 @@ import numpy as np
 from ..backbone import BertBackbone, backbone_inputs
 from ..config import CROSS_ENCODER_HEADS as HEADS
 from ..errors import ConfigError
-from ..logs import log
+from ..heads import HeadSpec
+from ..logs import log, warn_deprecated
 from ..paths import atomic_file, resolve, sha256_of
 from ..tokenizer import Tokenizer
 from .task import Task
@@ -26,7 +27,7 @@ class CrossEncoder(Task):
     ``zero_segments=True`` reproduces bojone's interact.py, which sets every segment id to 0 (default: 1 for b).
 
     >>> ce = zoo.CrossEncoder.from_preset("chinese_L-12_H-768_A-12/")
-    >>> ce.predict([("今天天气不错", "今天天气很好"), ("你好", "再见")])
+    >>> ce.score([("今天天气不错", "今天天气很好"), ("你好", "再见")])
     """
 
     def __init__(self, backbone, tokenizer=None, head="softmax", maxlen=128, zero_segments=False, **kwargs):
@@ -61,14 +62,15 @@ class CrossEncoder(Task):
             rows = [(ids, [0] * len(ids)) for ids, _ in rows]
         return rows
 
-    def predict(self, pairs, batch_size=64, show_progress_bar=None, precision="auto", **kwargs):
+    def head_spec(self):
+        return HeadSpec.score(self.head, self.zero_segments)
+
+    def score(self, pairs, batch_size=64, show_progress_bar=None, precision="auto"):
         """Scores for (text_a, text_b) pairs -> [n] float32: P(similar) for softmax, the raw score for cosent.
 
         Pairs are batched by length; results come back in input order. Empty texts raise ValueError.
         ``precision``: as ``SentenceEncoder.encode`` (``zoo.inference``).
         """
-        if kwargs or isinstance(pairs, dict):  # Keras-style predict on tensors
-            return super().predict(pairs, batch_size=batch_size, **kwargs)
         pairs = list(pairs)
         for i, pair in enumerate(pairs):
             if len(pair) != 2 or not all(isinstance(t, str) and t.strip() for t in pair):
@@ -78,12 +80,17 @@ class CrossEncoder(Task):
         rows = self.encode_pairs([a for a, _ in pairs], [b for _, b in pairs])
         logits = self.predict_rows(rows, batch_size, show_progress_bar=show_progress_bar, unit="pair",
                                    precision=precision)
-        return _softmax(logits)[:, 1] if self.head == "softmax" else logits[:, 0]
+        return self.head_spec().serve_numpy(logits)
 
-
-def _softmax(x):
-    e = np.exp(x - x.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
+    def predict(self, x, *args, **kwargs):
+        """Keras' ``predict`` on the tokenizer's dict of ids -> logits. Given (text_a, text_b) pairs it is the
+        deprecated spelling of ``score``."""
+        text_pairs = isinstance(x, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and any(isinstance(t, str) for t in p) for p in x[:1])
+        if not text_pairs:  # ids, arrays, a tf.data.Dataset: Keras' own predict
+            return super().predict(x, *args, **kwargs)
+        warn_deprecated("CrossEncoder.predict(pairs)", "CrossEncoder.score(pairs)")
+        return self.score(x, *args, **{k: v for k, v in kwargs.items() if k != "verbose"})
 
 
 def predict_teachers(teachers, train, cache_path, progress=True):
@@ -108,7 +115,7 @@ def predict_teachers(teachers, train, cache_path, progress=True):
         teacher = CrossEncoder.from_preset(path)
         if teacher.head != "softmax":
             raise ConfigError(f"{path}: the teacher must have a softmax head (got {teacher.head})")
-        p1 = teacher.predict(pairs, batch_size=128, show_progress_bar=progress)
+        p1 = teacher.score(pairs, batch_size=128, show_progress_bar=progress)
         probs.append(np.stack([1 - p1, p1], axis=1))
         log.info("teacher %s: train accuracy %.2f", path, 100 * np.mean((p1 > 0.5) == train.labels))
     probs = np.stack(probs, axis=1).astype("float32")

@@ -68,6 +68,12 @@ class SimBERT(Task):
                                                     maxlen=self.maxlen)
         return self._runtime.encoder
 
+    def head_spec(self):
+        return self.encoder.head_spec()
+
+    def served_model(self):
+        return self.encoder
+
     def encode(self, texts, **kwargs):
         return self.encoder.encode(texts, **kwargs)
 

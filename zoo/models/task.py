@@ -111,6 +111,16 @@ class Task(keras.Model):
         """Width of the backbone's vectors."""
         return self.backbone.hidden_dim
 
+    def head_spec(self):
+        """What this model's output means (a ``zoo.heads.HeadSpec``): read by the exports, the fused ONNX graph,
+        the precision probe and the server. TypeError for a model that serves nothing."""
+        raise TypeError(f"a {type(self).__name__} has no served output: exportable are models with a head_spec() "
+                        f"(SentenceEncoder, CrossEncoder, SimBERT)")
+
+    def served_model(self):
+        """The model whose outputs ``head_spec()`` describes: this one (SimBERT: its retrieval encoder)."""
+        return self
+
     def check_vocabulary(self, where=""):
         """The tokenizer must have one id per token-embedding row of the backbone."""
         if self.tokenizer is not None and self.tokenizer.vocab_size != self.backbone.vocabulary_size:

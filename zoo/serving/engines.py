@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from ..heads import HeadSpec
 from ..logs import log
 from ..paths import EXPORT_MANIFEST, RESULTS_JSON
 from .model import RequestError, ServedModel, find_version
@@ -45,15 +46,6 @@ def fitted_thresholds(folder):
     return {}
 
 
-def raw_to_probability(scores):
-    return (1.0 / (1.0 + np.exp(-np.asarray(scores, "float64")))).astype("float32")
-
-
-def probability_to_raw(p):
-    p = np.clip(np.asarray(p, "float64"), 1e-7, 1 - 1e-7)
-    return (np.log(p) - np.log1p(-p)).astype("float32")
-
-
 class Engine:
     """The common part: ``kind`` (EMBEDDING, CROSS_ENCODER or OTHER), ``dim``, ``head`` (a cross-encoder's
     "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
@@ -75,17 +67,16 @@ class Engine:
             raise RequestError(f"model {self.name!r} is {what.get(self.kind, 'not servable by ' + route)}; "
                                f"{route} needs {what[kind]}")
 
-    def scores(self, raw_or_probability, raw):
-        """CrossEncoder.predict's scores -> what /rerank returns: a probability (sigmoid of the logit), or the
-        logit itself with ``raw``. A softmax head's P(similar) is sigmoid(l1 - l0); a cosent head's score is raw."""
+    def scores(self, served, raw):
+        """CrossEncoder.score's scores -> what /rerank returns: a probability (sigmoid of the logit), or the
+        logit itself with ``raw`` (``HeadSpec.probabilities`` / ``logits``)."""
         if self.head is None:
             if raw:
                 raise RequestError(f"model {self.name!r} does not record its head (re-export it with this zoo): "
                                    f"raw_scores is not available")
-            return raw_or_probability
-        if self.head == "softmax":
-            return probability_to_raw(raw_or_probability) if raw else raw_or_probability
-        return raw_or_probability if raw else raw_to_probability(raw_or_probability)
+            return served
+        spec = HeadSpec.score(self.head)
+        return spec.logits(served) if raw else spec.probabilities(served)
 
 
 class ExportedEngine(Engine):
@@ -136,7 +127,8 @@ class ExportedEngine(Engine):
                 described = json.load(f).get("model") or {}
         except (OSError, ValueError):
             described = {}
-        self.source, self.head, self.kind = self.path, described.get("head"), OTHER
+        spec = HeadSpec.from_record(described)  # None for an export of an older zoo: its head is still recorded
+        self.source, self.head, self.kind = self.path, spec.head if spec else described.get("head"), OTHER
         if sig is not None and "tokenize" in self.model.signatures:
             if list(sig.inputs) == ["text"] and sig.outputs == ["embedding"]:
                 self.kind = EMBEDDING
@@ -155,7 +147,7 @@ class ExportedEngine(Engine):
         return out["embedding"], tokens["padding_mask"].sum(axis=1).tolist()
 
     async def score(self, pairs):
-        """(CrossEncoder.predict's scores [n], tokens per pair)."""
+        """(CrossEncoder.score's scores [n], tokens per pair)."""
         from starlette.concurrency import run_in_threadpool
 
         model = self.model
@@ -170,16 +162,20 @@ class PresetEngine(Engine):
     run one at a time in a worker thread."""
 
     def __init__(self, name, path, thresholds=None):
-        from ..models import CrossEncoder, SimBERT, from_preset
+        from ..models import SimBERT, from_preset
         from ..paths import resolve
 
         super().__init__(name, thresholds)
         self.source = str(path)
         self.model = from_preset(path)
         self._lock = threading.Lock()
-        if isinstance(self.model, CrossEncoder):
-            self.kind, self.head = CROSS_ENCODER, self.model.head
-        elif hasattr(self.model, "encode"):
+        try:
+            spec = self.model.head_spec()
+        except (AttributeError, TypeError):  # a model that serves nothing (e.g. a pretrainer)
+            spec = None
+        if spec is not None and spec.output == "score":
+            self.kind, self.head = CROSS_ENCODER, spec.head
+        elif spec is not None:
             self.kind, self.dim = EMBEDDING, int(self.model.dim)
             self.paraphrases = isinstance(self.model, SimBERT)
         if not self.thresholds:
@@ -208,7 +204,7 @@ class PresetEngine(Engine):
     async def score(self, pairs):
         from starlette.concurrency import run_in_threadpool
 
-        scores = await run_in_threadpool(self._run, lambda: self.model.predict(pairs, show_progress_bar=False))
+        scores = await run_in_threadpool(self._run, lambda: self.model.score(pairs, show_progress_bar=False))
         return scores, self._tokens([a for a, _ in pairs], [b for _, b in pairs])
 
     async def paraphrase(self, text, n, k, seed=None):
