@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 import zoo
-from zoo import inference
+from zoo import autotune, inference
 from zoo.checkpoints import save_transformers
 from zoo.data import load_task
 from zoo.evaluation import spearman
@@ -362,7 +362,7 @@ def main():
     command = [shown(a) if os.path.sep in a else a for a in sys.argv]
     if args.st_python:
         command[command.index(shown(args.st_python))] = "PATH"
-    cpu = inference.machine_id().split(", onnxruntime")[0]
+    cpu = autotune.machine_id().split(", onnxruntime")[0]
     load_before = os.getloadavg()
     for model in args.model:
         result = bench_model(args, model)

@@ -21,7 +21,9 @@ import time
 
 import numpy as np
 
-from zoo.inference import cpu_flags, machine_id, new_session
+from zoo.autotune import machine_id
+from zoo.inference import cpu_flags
+from zoo.onnx_graphs import new_session
 from zoo.paths import write_json_atomic, write_text_atomic
 from zoo.train.results import table, versions
 

@@ -350,14 +350,14 @@ def test_a_feature_whose_extra_is_missing_names_the_pip_install(monkeypatch):
     with pytest.raises(MissingExtra, match=r"zoo\[ray\]") as e:
         require("ray", "ray", "zoo encode --engine ray")
     assert isinstance(e.value, ImportError)
-    from zoo import export, inference
+    from zoo import export, onnx_graphs
 
     monkeypatch.setitem(sys.modules, "tensorflow_text", None)
     with pytest.raises(MissingExtra, match=r"SavedModel.*pip install 'zoo\[serve\]'"):
         export.tf_text()
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MissingExtra, match=r"ONNX.*pip install 'zoo\[onnx\]'"):
-        inference.require_onnx()
+        onnx_graphs.require_onnx()
     setup = configparser.ConfigParser()
     setup.read(REPO / "setup.cfg")
     core = setup["options"]["install_requires"]

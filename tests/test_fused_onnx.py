@@ -14,7 +14,7 @@ import pytest
 
 import zoo
 from conftest import random_batch, require_module, synthetic_vocab
-from zoo import inference
+from zoo import autotune, inference, onnx_graphs
 
 ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
 onnx = require_module("onnx", "pip install 'zoo[onnx]'")
@@ -32,7 +32,7 @@ def fresh_cache(tmp_path, monkeypatch):
     """Each test: its own graph cache, and auto deciding for itself (conftest pins ZOO_PRECISION=fp32)."""
     monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("ZOO_PRECISION", raising=False)
-    monkeypatch.setattr(inference, "accelerator", lambda: None)  # the same rules on a machine with a GPU
+    monkeypatch.setattr(autotune, "accelerator", lambda: None)  # the same rules on a machine with a GPU
     return tmp_path / "cache"
 
 
@@ -50,7 +50,7 @@ def tiny_backbone(seed=0, **kwargs):
 
 def run_graph(graph, batch):
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {k: np.asarray(batch[k], "int32") for k in inference.ID_INPUTS})[0]
+    return session.run(None, {k: np.asarray(batch[k], "int32") for k in onnx_graphs.ID_INPUTS})[0]
 
 
 def ops_of(graph):
@@ -128,12 +128,12 @@ def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     rows = [encoder.tokenizer.assemble(p, None, encoder.maxlen) for p in encoder.tokenizer.piece_ids(texts)]
     keras_out = encoder.predict_rows(rows, precision="fp32")
     fused = encoder.predict_rows(rows, precision="onnx-fp32")
-    assert fused.shape == (1000, 256) and np.abs(fused - keras_out).max() <= inference.PARITY_TOLERANCE
+    assert fused.shape == (1000, 256) and np.abs(fused - keras_out).max() <= autotune.PARITY_TOLERANCE
     int8 = encoder.encode(texts, precision="int8")
     cosines = np.sum(int8 * encoder.encode(texts, precision="fp32"), axis=1)
     assert cosines.min() > 0.99 and cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())
-    folder, _ = inference.cached_graphs(encoder)
-    quantized = ops_of(onnx.load(str(Path(folder) / inference.ONNX_FILES["int8"])))
+    folder, _ = onnx_graphs.cached_graphs(encoder)
+    quantized = ops_of(onnx.load(str(Path(folder) / onnx_graphs.ONNX_FILES["int8"])))
     assert {"QAttention", "MatMulInteger", "EmbedLayerNormalization", "SkipLayerNormalization"} <= quantized
     assert "Attention" not in quantized  # every attention block runs in int8
 
@@ -152,14 +152,14 @@ def test_auto_measures_once_records_logs_and_follows_the_weights(fresh_cache, mo
     np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
     [info_path] = fresh_cache.glob("onnx/*/info.json")
     [record] = json.loads(info_path.read_text())["auto"].values()
-    assert record["choice"] == choice and record["parity_max_abs_diff"] <= inference.PARITY_TOLERANCE
+    assert record["choice"] == choice and record["parity_max_abs_diff"] <= autotune.PARITY_TOLERANCE
     assert set(record["spearman"]) == {"onnx-fp32", "int8"} and {"fp32", "onnx-fp32"} <= set(record["seconds"])
     assert record["probe"] == "first 500 pairs of LCQMC valid"
     # another model with the same weights reads the recorded choice: nothing is measured again
     twin = zoo.SentenceEncoder.from_config(encoder.get_config())
     twin.set_weights(encoder.get_weights())
     twin.tokenizer = TOKENIZER
-    monkeypatch.setattr(inference, "measure", lambda model: pytest.fail("measured again"))
+    monkeypatch.setattr(autotune, "measure", lambda model: pytest.fail("measured again"))
     np.testing.assert_array_equal(twin.encode(TEXTS), vectors)
     # new weights: new graphs (the runners follow), measured again
     encoder.set_weights([w + 0.05 for w in encoder.get_weights()])
@@ -172,22 +172,22 @@ def test_auto_measures_once_records_logs_and_follows_the_weights(fresh_cache, mo
 
 def test_auto_rules(monkeypatch):
     encoder = tiny_encoder(seed=4)
-    record = inference.measure(encoder)
+    record = autotune.measure(encoder)
     assert set(record["seconds"]) == {"fp32", "onnx-fp32", "int8"}  # int8 is close on the probe: all are timed
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)  # the fastest
     # on the whole workload: the probe rows in batches, then some of them one at a time
-    assert record["single_rows"] == min(inference.PROBE_SINGLE_ROWS, record["timed_rows"]) > 0
+    assert record["single_rows"] == min(autotune.PROBE_SINGLE_ROWS, record["timed_rows"]) > 0
     for p, seconds in record["seconds"].items():
         assert record["seconds_batched"][p] > 0 and record["seconds_single"][p] > 0
         assert record["seconds_batched"][p] + record["seconds_single"][p] == pytest.approx(seconds, rel=0.3)
-    monkeypatch.setattr(inference, "MAX_SPEARMAN_LOSS", -1.0)  # int8 always loses too much: a float path
-    record = inference.measure(encoder)
+    monkeypatch.setattr(autotune, "MAX_SPEARMAN_LOSS", -1.0)  # int8 always loses too much: a float path
+    record = autotune.measure(encoder)
     assert "int8" not in record["seconds"] and record["choice"] in ("fp32", "onnx-fp32"), record
-    monkeypatch.setattr(inference, "PARITY_TOLERANCE", -1.0)  # the graph never matches Keras: Keras itself
-    assert inference.measure(encoder)["choice"] == "fp32"
-    monkeypatch.setattr(inference, "probe_pairs", lambda: None)  # no labelled probe (a wheel): int8 unmeasured
-    monkeypatch.setattr(inference, "PARITY_TOLERANCE", 1e-4)
-    record = inference.measure(encoder)
+    monkeypatch.setattr(autotune, "PARITY_TOLERANCE", -1.0)  # the graph never matches Keras: Keras itself
+    assert autotune.measure(encoder)["choice"] == "fp32"
+    monkeypatch.setattr(autotune, "probe_pairs", lambda: None)  # no labelled probe (a wheel): int8 unmeasured
+    monkeypatch.setattr(autotune, "PARITY_TOLERANCE", 1e-4)
+    record = autotune.measure(encoder)
     assert set(record["seconds"]) == {"fp32", "onnx-fp32"} and "int8 not measured" in record["reason"]
 
     def fresh():  # a model auto has not decided for yet
@@ -200,9 +200,9 @@ def test_auto_rules(monkeypatch):
     with pytest.raises(ValueError, match="ZOO_PRECISION must be one of"):
         fresh()
     monkeypatch.delenv("ZOO_PRECISION")
-    monkeypatch.setattr(inference, "accelerator", lambda: "GPU")
+    monkeypatch.setattr(autotune, "accelerator", lambda: "GPU")
     assert fresh() == "fp32"
-    monkeypatch.setattr(inference, "accelerator", lambda: None)
+    monkeypatch.setattr(autotune, "accelerator", lambda: None)
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
     assert fresh() == "fp32"
     with pytest.raises(ImportError, match=r"pip install 'zoo\[onnx\]'"):
@@ -224,16 +224,16 @@ def test_a_damaged_cache_is_rebuilt(fresh_cache, caplog):
     encoder = tiny_encoder(seed=5)
     want = encoder.encode(TEXTS, precision="int8")
     [folder] = [p.parent for p in fresh_cache.glob("onnx/*/info.json")]
-    damaged = folder / inference.ONNX_FILES["int8"]
+    damaged = folder / onnx_graphs.ONNX_FILES["int8"]
     damaged.write_bytes(damaged.read_bytes()[:-100])  # truncated
     inference.forget(encoder)
     with caplog.at_level(logging.WARNING, logger="zoo"):
         np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
     assert "damaged ONNX cache, rebuilt" in caplog.text and "model.int8.onnx" in caplog.text
-    (folder / inference.CACHE_INFO).write_text("{not json", encoding="utf-8")
+    (folder / onnx_graphs.CACHE_INFO).write_text("{not json", encoding="utf-8")
     inference.forget(encoder)
     np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
-    assert json.loads((folder / inference.CACHE_INFO).read_text())["format"] == "zoo-fused-onnx"
+    assert json.loads((folder / onnx_graphs.CACHE_INFO).read_text())["format"] == "zoo-fused-onnx"
 
 
 # ---------------------------------------------------------------------------------- served ONNX exports

@@ -14,7 +14,8 @@ from zoo.attention_masks import causal_mask, unilm_mask
 from zoo.data import truncate_at_punctuation
 from zoo.train import SimBERTBatches
 from zoo.losses import simbert_loss
-from zoo.retrieval import SemanticIndex, exact_topk
+from zoo.retrieval import SemanticIndex
+from zoo.vector_index import exact_topk
 from zoo.presets import load_saved
 
 
@@ -233,7 +234,7 @@ def test_save_load_simbert(simbert, tmp_path):
 
 def test_faiss_index_sizes_itself_and_refuses_too_few_vectors():
     require_module("faiss", "pip install faiss-cpu")
-    from zoo.retrieval import default_factory
+    from zoo.vector_index import default_factory
 
     vectors = np.random.default_rng(0).normal(size=(300, 8)).astype("float32")
     auto = SemanticIndex(dim=8, backend="faiss").add(vectors=vectors)  # factory picked for 300 vectors

@@ -32,10 +32,10 @@ _DEPRECATED = {
     "save_preset": ("model.save_to_preset(folder)", "presets", "save_preset"),
     "load_preset": ("zoo.from_preset", None, None),
 }
-_SUBMODULES = ("attention_masks", "augment", "backbone", "checkpoints", "cli", "config", "corpus", "data",
+_SUBMODULES = ("attention_masks", "augment", "autotune", "backbone", "checkpoints", "cli", "config", "corpus", "data",
                "distribute", "errors", "evaluation", "export", "fused_onnx", "generation", "heads", "inference", "jobs",
-               "logs", "losses", "milvus_index", "models", "paths", "pooling", "presets", "pretraining_data",
-               "retrieval", "serving", "tokenizer", "train", "vectors")
+               "lexical", "logs", "losses", "milvus_index", "models", "onnx_graphs", "paths", "pooling", "presets",
+               "pretraining_data", "retrieval", "serving", "tokenizer", "train", "vector_index", "vectors")
 
 
 def __getattr__(name):

@@ -277,11 +277,12 @@ def export_onnx(model, path, quantize="none"):
     """``model`` as one ONNX file: the fused ONNX Runtime graph (``zoo.fused_onnx``) of the ``ids`` signature,
     ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the served output (``embedding``,
     L2-normalised, or ``score``). ``quantize``: "none", "int8" (ONNX Runtime's dynamic quantization,
-    ``zoo.inference.quantize``) or "auto" (int8 when ``zoo.inference.choose`` picks it for this model on this
+    ``zoo.onnx_graphs.quantize``) or "auto" (int8 when ``zoo.inference.choose`` picks it for this model on this
     machine). Returns the precision written: "onnx-fp32" or "int8"."""
     import tempfile
 
-    from .inference import choose, quantize as quantize_graph, require_onnx
+    from .inference import choose
+    from .onnx_graphs import quantize as quantize_graph, require_onnx
 
     if quantize not in ("none", "int8", "auto"):
         raise ConfigError(f"ONNX export quantizes to int8 only (ONNX Runtime has no fast bf16 CPU kernels), "

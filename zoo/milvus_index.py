@@ -22,8 +22,9 @@ import os
 import numpy as np
 
 from .errors import CheckpointError, ConfigError, DataError, require
-from .paths import atomic_dir, read_json_file
-from .retrieval import INDEX_FILE, LEXICAL_TERMS, SEARCH_MODES, fuse, lexical_terms
+from .paths import atomic_dir
+from .lexical import BM25, lexical_terms
+from .retrieval import INDEX_FILE, SemanticIndex
 from .vectors import normalize_rows
 
 MAX_ID_BYTES = 1024
@@ -48,7 +49,7 @@ def _local(uri):
     return "://" not in uri
 
 
-class MilvusIndex:
+class MilvusIndex(SemanticIndex):
     """``SemanticIndex``'s API on a Milvus collection (see the module's doc). ``uri``: a local file for Milvus Lite
     (``*.db``) or a server's address; ``token``: its credentials ("user:password" or an API key; default: the
     ``MILVUS_TOKEN`` environment variable); ``index_type``: the vector index (default FLAT, exact, for a local
@@ -56,27 +57,17 @@ class MilvusIndex:
 
     filters = True  # search takes filter expressions on the metadata
 
-    def __init__(self, encoder=None, dim=None, uri="zoo.db", collection="zoo", model=None, lexical="bigram",
-                 token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", **ignored):
+    def __init__(self, encoder=None, dim=None, backend="milvus", uri="zoo.db", collection="zoo", model=None,
+                 lexical="bigram", token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", calibration=None):
         MilvusClient = require("pymilvus", "milvus", "the Milvus backend").MilvusClient
 
-        if lexical not in LEXICAL_TERMS:
-            raise ValueError(f"lexical must be one of {LEXICAL_TERMS}, got {lexical!r}")
-        if encoder is None and dim is None:
-            from .paths import DEFAULT_ENCODER
-            from .presets import load_saved
-
-            encoder, model = load_saved(DEFAULT_ENCODER), DEFAULT_ENCODER
-        self.encoder, self.model, self.lexical, self.collection = encoder, model, lexical, collection
-        self.dim = int(dim or encoder.dim)
-        if encoder is not None and getattr(encoder, "dim", self.dim) != self.dim:
-            raise ConfigError(f"Milvus collection {collection!r} at {uri} holds {self.dim}-d vectors"
-                              f"{' of ' + model if model else ''}; the encoder gives {encoder.dim}-d vectors: "
-                              f"search it with the model it was built with")
-        self.hybrid_weight, self.fusion = hybrid_weight, fusion
+        if backend != "milvus":
+            raise ValueError(f"a MilvusIndex has backend='milvus', got {backend!r}")
+        self.backend, self.collection = backend, collection
         self.uri = os.path.abspath(uri) if _local(str(uri)) else str(uri)
+        super().__init__(encoder, dim, model=model, lexical=lexical, hybrid_weight=hybrid_weight, fusion=fusion,
+                         calibration=calibration)
         self.index_type = index_type or ("FLAT" if _local(self.uri) else "AUTOINDEX")
-        self.backend = "milvus"
         self.client = MilvusClient(self.uri, token=token if token is not None else os.environ.get("MILVUS_TOKEN", ""))
         self._bm25 = None  # zoo's BM25 over the collection, where the engine has none
         if self.client.has_collection(collection):
@@ -147,7 +138,7 @@ class MilvusIndex:
     def settings(self):
         return {"backend": "milvus", "uri": self.uri, "collection": self.collection, "dim": self.dim,
                 "model": self.model, "lexical": self.lexical, "index_type": self.index_type,
-                "hybrid_weight": self.hybrid_weight, "fusion": self.fusion}
+                "hybrid_weight": self.hybrid_weight, "fusion": self.fusion, "calibration": self.calibration}
 
     def __len__(self):
         rows = self.client.query(self.collection, filter="", output_fields=["count(*)"])
@@ -232,22 +223,16 @@ class MilvusIndex:
         return self
 
     # ------------------------------------------------------------------ searching
-    def _query_vectors(self, texts, batch_size, query_vectors):
-        if query_vectors is not None:
-            vectors = normalize_rows(np.atleast_2d(np.asarray(query_vectors, dtype="float32")))
-        elif self.encoder is None:
-            raise ValueError("this index has no encoder: search with query_vectors")
-        else:
-            vectors = normalize_rows(np.atleast_2d(self.encoder.encode(list(texts), batch_size=batch_size)))
-        if vectors.shape[1] != self.dim:
-            raise ValueError(f"queries have dimension {vectors.shape[1]}, the index {self.dim}")
-        return vectors
+    def _missing(self, ids):
+        present = set(map(_pk, self.existing(ids)))
+        return [i for i in ids if _pk(i) not in present]
 
     def _dense(self, vectors, k, filter):
         answers = self.client.search(self.collection, data=[v.tolist() for v in vectors], anns_field="vector",
                                      limit=k, filter=filter or "", output_fields=["text"],
                                      search_params={"metric_type": "IP"})
-        return [[(json.loads(h["pk"]), h["entity"]["text"], float(h["distance"])) for h in hits] for hits in answers]
+        return [[(h["pk"], json.loads(h["pk"]), h["entity"]["text"], float(h["distance"])) for h in hits]
+                for hits in answers]
 
     def _lexical(self, texts, k, filter):
         if not self.engine_bm25:
@@ -257,13 +242,11 @@ class MilvusIndex:
             self.collection, data=[t], anns_field="sparse", limit=k, filter=filter or "", output_fields=["text"],
             search_params={"metric_type": "BM25"})[0] for t in terms]
         # BM25 scores are >= 0 (Milvus Lite reports them negated, best first)
-        return [[(json.loads(h["pk"]), h["entity"]["text"], abs(float(h["distance"]))) for h in hits]
+        return [[(h["pk"], json.loads(h["pk"]), h["entity"]["text"], abs(float(h["distance"]))) for h in hits]
                 for hits in answers]
 
     def _zoo_bm25(self, texts, k, filter):
-        """zoo's BM25 (bm25s) over every text of the collection, for engines without a BM25 function."""
-        import bm25s
-
+        """zoo's BM25 (``zoo.lexical``) over every text of the collection, for engines without a BM25 function."""
         if self._bm25 is None:
             entries = []
             iterator = self.client.query_iterator(self.collection, batch_size=INSERT_ROWS, filter="",
@@ -271,55 +254,26 @@ class MilvusIndex:
             while batch := iterator.next():
                 entries += [(r["pk"], r["text"]) for r in batch]
             iterator.close()
-            model = bm25s.BM25()
-            model.index([lexical_terms(t, self.lexical) for _, t in entries], show_progress=False)
-            self._bm25 = (model, entries)
-        model, entries = self._bm25
+            self._bm25 = (BM25([t for _, t in entries], self.lexical), entries)
+        bm25, entries = self._bm25
         allowed = None
         if filter:
-            allowed = {r["pk"] for r in self.client.query(self.collection, filter=filter, output_fields=["pk"])}
-        out = []
-        for text in texts:
-            rows, values = model.retrieve([lexical_terms(text, self.lexical)], k=len(entries), show_progress=False)
-            hits = [(json.loads(entries[r][0]), entries[r][1], float(v)) for r, v in zip(rows[0], values[0])
-                    if v > 0 and (allowed is None or entries[r][0] in allowed)]
-            out.append(hits[:k])
-        return out
+            keys = {r["pk"] for r in self.client.query(self.collection, filter=filter, output_fields=["pk"])}
+            allowed = {n for n, (pk, _) in enumerate(entries) if pk in keys}
+        return [[(entries[r][0], json.loads(entries[r][0]), entries[r][1], v) for r, v in row]
+                for row in bm25.top(texts, k, allowed=allowed)]
 
     def search(self, queries, topk=10, batch_size=64, mode="dense", weight=None, depth=100, query_vectors=None,
                return_ids=False, fusion=None, filter=None):
-        """As ``SemanticIndex.search``, plus ``filter``: a Milvus boolean expression on the metadata fields
-        (e.g. ``"lang == 'zh' and year >= 2020"``). Hybrid: the top ``depth`` of each side fused by rank
-        (``fusion="rrf"``, default) or normalised score, ``weight`` on the dense side."""
+        """As ``SemanticIndex.search``, ``filter`` being a Milvus boolean expression on the metadata fields
+        (e.g. ``"lang == 'zh' and year >= 2020"``); hybrid fuses by rank by default (``fusion="rrf"``)."""
         from pymilvus import MilvusException
 
-        if mode not in SEARCH_MODES:
-            raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
-        if topk < 1:
-            raise ValueError(f"topk must be >= 1, got {topk}")
-        texts = [queries] if isinstance(queries, str) else queries
         try:
-            if mode == "dense":
-                hits = self._dense(self._query_vectors(texts, batch_size, query_vectors), topk, filter)
-            elif mode == "lexical":
-                hits = self._lexical(list(texts), topk, filter)
-            else:
-                weight = self.hybrid_weight if weight is None else weight
-                if not 0.0 <= weight <= 1.0:
-                    raise ValueError(f"weight must be in [0, 1], got {weight}")
-                dense = self._dense(self._query_vectors(texts, batch_size, query_vectors), depth, filter)
-                lexical = self._lexical(list(texts), depth, filter)
-                hits = []
-                for d, lex in zip(dense, lexical):
-                    text_of = {_pk(i): t for i, t, _ in d + lex}
-                    fused = fuse([(_pk(i), s) for i, _, s in d], [(_pk(i), s) for i, _, s in lex], weight,
-                                 fusion or self.fusion, topk)
-                    hits.append([(json.loads(k), text_of[k], float(v)) for k, v in fused])
+            return super().search(queries, topk, batch_size, mode, weight, depth, query_vectors, return_ids, fusion,
+                                  filter)
         except MilvusException as e:
             raise ValueError(f"{self._where()}: {e.message if hasattr(e, 'message') else e}") from None
-        if return_ids:
-            return hits
-        return [[(t, s) for _, t, s in row] for row in hits]
 
     # ------------------------------------------------------------------ a folder pointing at the collection
     def save(self, directory):
@@ -330,11 +284,8 @@ class MilvusIndex:
                 json.dump(self.settings(), f)
 
     @classmethod
-    def load(cls, directory, encoder=None, **options):
-        meta = read_json_file(os.path.join(os.fspath(directory), INDEX_FILE), "a search index's settings")
-        meta.pop("backend", None)
+    def _load(cls, directory, meta, encoder, **options):
         try:
             return cls(encoder=encoder, **{**meta, "dim": meta.get("dim"), **options})
         except TypeError as e:
             raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings ({e})") from None
-

@@ -10,7 +10,9 @@ from ..data import iter_lines, read_lines
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_ENCODER
-from ..retrieval import BACKENDS, LEXICAL_TERMS, QUANTIZED_BACKENDS, SEARCH_MODES, SemanticIndex
+from ..lexical import LEXICAL_TERMS
+from ..retrieval import BACKENDS, SEARCH_MODES, SemanticIndex
+from ..vector_index import QUANTIZED_BACKENDS
 
 
 @dataclasses.dataclass

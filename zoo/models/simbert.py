@@ -12,7 +12,7 @@ from ..backbone import BertBackbone, backbone_inputs
 from ..logs import log
 from ..losses import SimBERTLoss
 from ..attention_masks import AttentionMask
-from ..retrieval import normalized
+from ..lexical import normalized
 from ..tokenizer import Tokenizer
 from .bi_encoder import SentenceEncoder
 from .task import Task

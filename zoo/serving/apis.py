@@ -13,11 +13,11 @@ import base64
 
 import numpy as np
 
+from ..retrieval import SEARCH_MODES
 from ..vectors import normalize_rows
 from .engines import CROSS_ENCODER, EMBEDDING
 from .model import NotFound, RequestError
 
-SEARCH_MODES = ("dense", "lexical", "hybrid")
 MAX_PARAPHRASE_SAMPLES = 200
 
 

@@ -241,7 +241,7 @@ def onnx_signatures(path):
     graph in ONNX Runtime, the texts tokenized with ``zoo.Tokenizer`` (the ids the SavedModel's graph gives)."""
     import tensorflow as tf
 
-    from ..inference import new_session, require_onnx
+    from ..onnx_graphs import new_session, require_onnx
     from ..tokenizer import Tokenizer
 
     try:

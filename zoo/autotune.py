@@ -1,0 +1,182 @@
+"""``precision="auto"``'s measurement: which precision is fastest for a model on this machine among those whose
+quality loss was measured small (the rules: ``zoo.inference``'s docstring), recorded beside its cached graphs."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import platform
+import time
+
+import numpy as np
+
+from .data import iter_pairs, task_file
+from .logs import log
+from .onnx_graphs import CACHE_INFO, ONNX_PRECISIONS, cached_graphs, onnx_session, require_onnx
+from .paths import DATA_DIR, write_json_atomic
+
+# auto's bounds. PARITY_TOLERANCE: the largest |onnx-fp32 - Keras| accepted, the parity bound the fused graphs are
+# tested to. MAX_SPEARMAN_LOSS: the largest Spearman loss (x100) accepted from a faster path, the bound the
+# inference benchmark holds every system to (bench/bench_inference.py). PROBE_PAIRS: 1,000 probe texts.
+PARITY_TOLERANCE = 1e-4
+MAX_SPEARMAN_LOSS = 0.3
+PROBE_PAIRS = 500
+PROBE_ROUNDS = 3  # timed rounds of the probe workload per candidate, interleaved
+PROBE_TIMED_ROWS = 320
+PROBE_SINGLE_ROWS = 64  # of those, also run one at a time in each round
+
+
+def decide(model):
+    """(precision, reason) of auto for ``model``: Keras fp32 on an accelerator or without a fused graph, else
+    the measured choice recorded for this machine (``measure``, run once and recorded)."""
+    device = accelerator()
+    if device:
+        return "fp32", f"Keras on the {device}"
+    try:
+        require_onnx()
+        from .fused_onnx import describe
+
+        describe(model)
+    except (ImportError, TypeError) as e:
+        return "fp32", str(e)
+    folder, info = cached_graphs(model)
+    machine = machine_id()
+    record = info.get("auto", {}).get(machine)
+    if record is None:
+        record = measure(model)
+        info.setdefault("auto", {})[machine] = record
+        try:
+            write_json_atomic(os.path.join(folder, CACHE_INFO), info)
+        except OSError as e:
+            log.warning("cannot record auto's measurement in %s: %s", folder, e)
+    return record["choice"], record["reason"]
+
+
+def accelerator():
+    """The GPU (or TPU) the Keras backend computes on, or None on a CPU-only machine."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return "GPU" if tf.config.list_logical_devices("GPU") else None
+    if backend == "jax":
+        import jax
+
+        platform_name = jax.devices()[0].platform
+        return platform_name.upper() if platform_name != "cpu" else None
+    if backend == "torch":
+        import torch
+
+        return "GPU" if torch.cuda.is_available() else None
+    return None
+
+
+def machine_id():
+    """What auto's speed measurement depends on: the CPU, the cores this process may use, ONNX Runtime."""
+    import onnxruntime
+
+    model_name = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model_name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{platform.machine()} {model_name or platform.processor()}, {cpus} cpus, onnxruntime {onnxruntime.__version__}"
+
+
+def probe_pairs(limit=PROBE_PAIRS):
+    """(texts_a, texts_b, labels) of the first ``limit`` LCQMC valid pairs in zoo's data folder, or None."""
+    try:
+        path = task_file("LCQMC", "valid", DATA_DIR)
+    except FileNotFoundError:
+        return None
+    rows = list(itertools.islice(iter_pairs(path, skip_bad_lines=True), limit))
+    if not rows:
+        return None
+    return [a for a, _, _ in rows], [b for _, b, _ in rows], np.asarray([y for _, _, y in rows])
+
+
+PARITY_TEXTS = ("今天天气不错", "今天天气很好", "花呗怎么开通", "如何开通花呗", "我想买一部新手机，有什么推荐吗？",
+                "zoo 的句向量", "", "北京到上海的高铁要多久")
+
+
+def probe_rows(model, a, b):
+    """Rows of the probe: one per pair for a pair model; one per distinct text otherwise (+ the text index)."""
+    if model.head_spec().pairs:
+        return model.encode_pairs(a, b), None
+    texts = list(dict.fromkeys(a + b))
+    tok = model.tokenizer
+    return [tok.assemble(p, None, model.maxlen) for p in tok.piece_ids(texts)], {t: i for i, t in enumerate(texts)}
+
+
+def pair_scores(model, outputs, index, a, b):
+    """Similarity of each probe pair from the model's outputs on ``probe_rows``."""
+    served = model.head_spec().serve_numpy(outputs)  # scores, or L2-normalised vectors
+    if index is None:
+        return served
+    return np.sum(served[[index[t] for t in a]] * served[[index[t] for t in b]], axis=1)
+
+
+def measure(model):
+    """auto's measurement for ``model`` on this machine -> {"choice", "reason", and the numbers}."""
+    import keras
+    from scipy.stats import spearmanr
+
+    pairs = probe_pairs()
+    texts = list(pairs[0][:len(PARITY_TEXTS)]) if pairs else list(PARITY_TEXTS)
+    rows, _ = probe_rows(model, texts, texts[::-1])
+    batch = model.tokenizer.pad(rows)
+    keras_out = np.asarray(keras.ops.convert_to_numpy(model(batch, training=False)), "float32")
+    diff = float(np.max(np.abs(keras_out - onnx_session(model, "onnx-fp32")(batch))))
+    record = {"parity_max_abs_diff": diff, "parity_rows": len(rows)}
+    if not diff <= PARITY_TOLERANCE:
+        return dict(record, choice="fp32", reason=f"the fused graph differs from Keras by {diff:.2g} "
+                                                  f"> {PARITY_TOLERANCE:g} on probe texts")
+    if pairs is None:  # no labelled pairs: int8's quality cannot be measured; the float paths are timed
+        timed = (rows * (PROBE_TIMED_ROWS // len(rows) + 1))[:PROBE_TIMED_ROWS]
+        candidates, quality = ("fp32", "onnx-fp32"), "int8 not measured: no probe pairs (LCQMC valid in zoo's data folder)"
+    else:
+        a, b, labels = pairs
+        rows, index = probe_rows(model, a, b)
+        spearman = {}
+        for p in ONNX_PRECISIONS:
+            out = model.predict_rows(rows, show_progress_bar=False, precision=p)
+            spearman[p] = 100 * float(spearmanr(labels, pair_scores(model, out, index, a, b)).statistic)
+        loss = spearman["onnx-fp32"] - spearman["int8"]
+        candidates = ("fp32", "onnx-fp32") + (("int8",) if loss <= MAX_SPEARMAN_LOSS else ())
+        quality = (f"int8 loses {loss:.2f} Spearman on the probe (> {MAX_SPEARMAN_LOSS})" if "int8" not in candidates
+                   else f"Spearman {spearman['int8']:.2f} int8 vs {spearman['onnx-fp32']:.2f} fp32")
+        timed = rows[:PROBE_TIMED_ROWS]
+        record.update(probe=f"first {len(a)} pairs of LCQMC valid", spearman=spearman)
+    singles = timed[:PROBE_SINGLE_ROWS]
+
+    def workload(precision):  # -> (seconds in batches of 64, seconds one row at a time)
+        start = time.perf_counter()
+        model.predict_rows(timed, show_progress_bar=False, precision=precision)
+        middle = time.perf_counter()
+        for row in singles:
+            model.predict_rows([row], batch_size=1, show_progress_bar=False, precision=precision)
+        return middle - start, time.perf_counter() - middle
+
+    workload("fp32")  # XLA compiles the probe's shapes
+    batched, single = {p: [] for p in candidates}, {p: [] for p in candidates}
+    for r in range(PROBE_ROUNDS):
+        for p in candidates[r % len(candidates):] + candidates[:r % len(candidates)]:
+            b, o = workload(p)
+            batched[p].append(b)
+            single[p].append(o)
+    median = {p: float(np.median(np.add(batched[p], single[p]))) for p in candidates}
+    record.update(timed_rows=len(timed), single_rows=len(singles), seconds=median,
+                  seconds_batched={p: float(np.median(v)) for p, v in batched.items()},
+                  seconds_single={p: float(np.median(v)) for p, v in single.items()})
+    choice = min(candidates, key=median.get)
+
+    def speeds(seconds):
+        return ", ".join(f"{p} {seconds['fp32'] / seconds[p]:.2f}x" for p in candidates if p != "fp32")
+
+    return dict(record, choice=choice, reason=f"fastest on the probe (Keras fp32 = 1: {speeds(median)}; in batches "
+                                              f"{speeds(record['seconds_batched'])}; one row at a time "
+                                              f"{speeds(record['seconds_single'])}); {quality}; parity {diff:.1g}")
