@@ -34,7 +34,7 @@ def require_onnx():
 
 
 CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
-QUANTIZATION = "static-qdq-minmax-2"  # what int8 means; part of the cache key
+QUANTIZATION = "static-qdq-minmax-3"  # what int8 means; part of the cache key
 CALIBRATION_BATCH = 32
 
 
@@ -59,15 +59,32 @@ def calibration_batches(model, maxlen=None):
     return batches
 
 
+def with_contrib_output_types(graph):
+    """``graph`` with the element types of its ONNX Runtime contrib ops' outputs declared (float, but
+    EmbedLayerNormalization's int32 mask index), which ONNX's shape inference cannot infer and the quantizer needs."""
+    import onnx
+
+    known = {v.name for v in graph.graph.value_info} | {o.name for o in graph.graph.output}
+    for node in graph.graph.node:
+        if node.domain != "com.microsoft":
+            continue
+        for i, name in enumerate(node.output):
+            if name and name not in known:
+                int_mask = node.op_type == "EmbedLayerNormalization" and i == 1
+                kind = onnx.TensorProto.INT32 if int_mask else onnx.TensorProto.FLOAT
+                graph.graph.value_info.append(onnx.helper.make_tensor_value_info(name, kind, None))
+    return graph
+
+
 def quantize(source, target, model, maxlen=None):
     """int8 version of the fused graph file ``source`` of ``model`` at ``target``: ONNX Runtime static (QDQ)
     quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
-    ``calibration_batches`` -- for every MatMul. Fixed scales make each text's vector independent of the texts
+    ``calibration_batches`` -- for every product of an activation with a weight matrix (the pooling's products of
+    hidden states, and the attention, stay float). Fixed scales make each text's vector independent of the texts
     that share its batch (dynamic quantization's per-batch scales do not)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
-    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -76,13 +93,17 @@ def quantize(source, target, model, maxlen=None):
         def get_next(self):
             return next(self.batches, None)
 
+    graph = onnx.load(os.fspath(source))
+    weights = {w.name for w in graph.graph.initializer}
+    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     with tempfile.TemporaryDirectory() as tmp:
-        typed = os.path.join(tmp, "typed.onnx")  # the contrib ops' output types, without which the quantizer
-        onnx.save(SymbolicShapeInference.infer_shapes(onnx.load(os.fspath(source)), auto_merge=True), typed)
+        typed = os.path.join(tmp, "typed.onnx")
+        onnx.save(with_contrib_output_types(graph), typed)
         with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give root a handler
             quantize_static(typed, os.fspath(target), Reader(), quant_format=QuantFormat.QDQ,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
-                            op_types_to_quantize=["MatMul"], calibrate_method=CalibrationMethod.MinMax,
+                            op_types_to_quantize=["MatMul"], nodes_to_quantize=products,
+                            calibrate_method=CalibrationMethod.MinMax,
                             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
     return target
 
