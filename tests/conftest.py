@@ -170,6 +170,27 @@ CJK_CHARS = ("的一是不了人我在有他这中大来上个国到说们为子
 FULLWIDTH_PUNCT = "，。！？（）：；、“”《》【】"
 
 
+def weight_products(path):
+    """{name: quantized} for every MatMul of the ONNX file ``path`` that multiplies by a weight matrix; quantized:
+    both its inputs come from DequantizeLinear (static QDQ int8: fixed scales, the same for every batch)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    weights = {w.name for w in graph.initializer}
+    made_by = {o: n for n in graph.node for o in n.output}
+    dequantized = {name for name, node in made_by.items() if node.op_type == "DequantizeLinear"}
+    products = {}
+    for node in graph.node:
+        if node.op_type != "MatMul":
+            continue
+        weight = made_by[node.input[1]].input[0] if node.input[1] in dequantized else node.input[1]
+        if weight in weights:
+            products[node.name] = set(node.input) <= dequantized
+    assert not any(n.op_type in ("DynamicQuantizeLinear", "MatMulInteger", "QAttention") for n in graph.node), \
+        f"{path} holds dynamic (per-batch) quantization"
+    return products
+
+
 def tiny_sentence_encoder(seed=0):
     """A random 2-layer, 32-wide SentenceEncoder on the synthetic vocabulary ([CLS] pooling, maxlen 32)."""
     import keras

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import torch_reference
 import zoo
-from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab
+from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab, weight_products
 from zoo.cli import main as cli
 from zoo.export import GraphTokenizer, export_onnx, export_saved_model, load_exportable, version_path
 from zoo.presets import save_preset
@@ -189,7 +189,8 @@ def test_export_errors(encoder, exported, tmp_path, monkeypatch):
 
 def test_cli_export_checkpoint_keras_and_onnx(encoder, tmp_path, capsys):
     """A backbone preset exports as a 'cls' SentenceEncoder in <out>/default/1; a .keras SentenceEncoder with
-    --format onnx as <out>/onnx/1/model.onnx (the fused graph) + vocab, checked with onnxruntime."""
+    --format onnx as <out>/onnx/1/model.onnx (the fused graph, float32 unless --quantize asks) + vocab, checked with
+    onnxruntime; the log and the manifest say which precision was written."""
     save_preset(encoder.backbone, encoder.tokenizer, tmp_path / "backbone")
     out = tmp_path / "models"
     assert cli(["export", "--model", str(tmp_path / "backbone"), "--output", str(out), "--maxlen", "32"]) == 0
@@ -204,9 +205,13 @@ def test_cli_export_checkpoint_keras_and_onnx(encoder, tmp_path, capsys):
 
     ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
     encoder.save(str(tmp_path / "enc.keras"))
+    capsys.readouterr()
     assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(out), "--format", "onnx",
                 "--name", "onnx"]) == 0
     folder = out / "onnx" / "1"
+    assert "precision onnx-fp32" in capsys.readouterr().err
+    assert json.loads((folder / "zoo_manifest.json").read_text())["precision"] == "onnx-fp32"
+    assert not any(weight_products(folder / "model.onnx").values())  # nothing quantized
     session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["token_ids", "segment_ids", "padding_mask"]
     ids = zoo.Tokenizer.from_preset(folder)(TEXTS, maxlen=32)
@@ -215,18 +220,22 @@ def test_cli_export_checkpoint_keras_and_onnx(encoder, tmp_path, capsys):
 
 
 def test_export_quantize_int8_onnx_and_bf16_rules(encoder, tmp_path, capsys):
-    """--quantize int8 writes the fused ONNX Runtime graph in int8 (integer matrix products, QAttention) close to
-    fp32; bf16 is for SavedModels only."""
+    """--quantize int8 writes the fused ONNX Runtime graph with every weight product in int8 (static QDQ: fixed,
+    calibrated scales), close to fp32, and says so; bf16 is for SavedModels only."""
     ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
     import onnx
 
     encoder.save(str(tmp_path / "enc.keras"))
     out = tmp_path / "models"
+    capsys.readouterr()
     assert cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(out), "--format", "onnx",
                 "--quantize", "int8"]) == 0
+    assert "precision int8" in capsys.readouterr().err
     path = out / "default" / "1" / "model.onnx"
     ops = {n.op_type for n in onnx.load(str(path)).graph.node}
-    assert {"MatMulInteger", "QAttention", "EmbedLayerNormalization"} <= ops and not ops & {"Gemm", "Attention"}
+    assert {"QuantizeLinear", "EmbedLayerNormalization"} <= ops and "Gemm" not in ops
+    products = weight_products(path)
+    assert len(products) >= 2 * 3 and all(products.values()), products  # per layer: output, FFN in and out
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = session.run(["embedding"], zoo.Tokenizer.from_preset(path.parent)(TEXTS, maxlen=32))[0]
     assert np.sum(got * encoder.encode(TEXTS), axis=1).min() > 0.99

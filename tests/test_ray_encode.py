@@ -69,6 +69,19 @@ def test_ray_writes_what_one_process_writes(cluster, setup, tmp_path):
     assert one == on_ray
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_ray_rows_equal_texts_encoded_alone(cluster, setup, tmp_path, precision):
+    """Batch independence on Ray's actors (issue 39): each row equals its text encoded alone in this process, for
+    float32 and for int8 (fixed, calibrated scales), whatever batch and chunk the actors ran it in."""
+    require_module("onnxruntime", "pip install 'zoo[onnx]'")
+    root, texts = setup
+    encoder = zoo.SentenceEncoder.from_preset(root / "enc")
+    lines = (root / "texts.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    alone = np.stack([encoder.encode([t], precision=precision)[0] for t in lines])
+    job(root, tmp_path / "v.npy", engine="ray", processes=2, batch_size=5, precision=precision)
+    assert np.abs(np.load(tmp_path / "v.npy") - alone).max() <= 1e-6
+
+
 def test_a_local_run_resumes_on_ray(cluster, setup, tmp_path, monkeypatch):
     """A .gz input in int8 storage, killed after two chunks on one local process, finished on Ray."""
     root, texts = setup

@@ -596,7 +596,7 @@ def page_other(src, name):
     return "".join(out)
 
 
-COVERED = {"bi_encoder", "distribute", "fuzz", "generation", *INFERENCE_RUNS, "inference_cosent_L4", "integrity",
+COVERED = {"batch_independence", "bi_encoder", "distribute", "fuzz", "generation", *INFERENCE_RUNS, "inference_cosent_L4", "integrity",
            "matmul", "million", "paraphrase", "paraphrase_retrieval", "retrieval", "serving", "soak_serving",
            "streaming", "streaming_jax", "streaming_tf_noxla"}  # the benchmark files the pages above render
 

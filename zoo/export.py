@@ -276,9 +276,10 @@ ONNX_FILE = "model.onnx"
 def export_onnx(model, path, quantize="none"):
     """``model`` as one ONNX file: the fused ONNX Runtime graph (``zoo.fused_onnx``) of the ``ids`` signature,
     ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the served output (``embedding``,
-    L2-normalised, or ``score``). ``quantize``: "none", "int8" (ONNX Runtime's dynamic quantization,
-    ``zoo.onnx_graphs.quantize``) or "auto" (int8 when ``zoo.inference.choose`` picks it for this model on this
-    machine). Returns the precision written: "onnx-fp32" or "int8"."""
+    L2-normalised, or ``score``). ``quantize``: "none" (float32, lossless), "int8" (ONNX Runtime's static
+    quantization with calibrated scales, ``zoo.onnx_graphs.quantize``: batch-independent) or "auto" (int8 when
+    ``zoo.inference.choose`` picks it for this model on this machine). Returns the precision written: "onnx-fp32"
+    or "int8"."""
     import tempfile
 
     from .inference import choose
@@ -302,7 +303,7 @@ def export_onnx(model, path, quantize="none"):
         return "onnx-fp32"
     with tempfile.TemporaryDirectory() as tmp:
         onnx.save(graph, os.path.join(tmp, ONNX_FILE))
-        quantize_graph(os.path.join(tmp, ONNX_FILE), path)
+        quantize_graph(os.path.join(tmp, ONNX_FILE), path, model)
     return "int8"
 
 

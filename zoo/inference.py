@@ -5,8 +5,9 @@
   natively; elsewhere it would be emulated and slower, so zoo warns and runs fp32.
 - ``onnx-fp32``: the model as a fused ONNX Runtime graph (``zoo.fused_onnx``: 7 fused kernels per layer),
   float32: the Keras model's outputs within ``PARITY_TOLERANCE`` (tested).
-- ``int8``: the same fused graph with ONNX Runtime's dynamic quantization (int8 weights per output channel for
-  every matrix product, QAttention for the attention projections; activations quantized per batch at run time).
+- ``int8``: the same fused graph with ONNX Runtime's static quantization (``zoo.onnx_graphs.quantize``: int8
+  weights per output channel and uint8 activations for every matrix product, with fixed scales calibrated on texts
+  shipped with zoo, so a text's vector does not depend on the texts in its batch).
 - ``auto`` (the default): ``$ZOO_PRECISION`` when set, else the fastest path on this machine among those whose
   quality loss was measured small (``choose``). On a GPU that is Keras fp32; without ONNX Runtime
   (``pip install 'zoo[onnx]'``) fp32 as well. Otherwise, the first time a model (by the hash of its weights) is

@@ -1,5 +1,5 @@
 """zoo's fused ONNX Runtime graphs on disk and in sessions: written from a model's weights (``zoo.fused_onnx``)
-and its int8 version (ONNX Runtime's dynamic quantization), cached in ``zoo.paths.cache_dir("onnx")``
+and its int8 version (ONNX Runtime's static quantization, calibrated on texts shipped with zoo), cached in ``zoo.paths.cache_dir("onnx")``
 (``$ZOO_CACHE``), one folder per model keyed by the sha256 of its weights, its head and the writer and ONNX
 Runtime versions, written atomically and checked against their sha256 when read (a damaged file is rebuilt)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -16,7 +17,7 @@ import numpy as np
 
 from .errors import CheckpointError
 from .logs import log, root_logging_kept, stderr_silenced
-from .paths import cache_dir, check_manifest, file_manifest, read_json_file, write_json_atomic
+from .paths import cache_dir, check_manifest, file_manifest, read_json_file, sha256_of, write_json_atomic
 
 ONNX_PRECISIONS = ("onnx-fp32", "int8")
 ONNX_FILES = {"onnx-fp32": "model.onnx", "int8": "model.int8.onnx"}
@@ -32,16 +33,78 @@ def require_onnx():
     return require("onnxruntime", "onnx", "ONNX Runtime graphs")
 
 
-def quantize(source, target):
-    """ONNX Runtime dynamic quantization of a fused graph file: int8 weights (per output channel) for every
-    MatMul, QAttention for Attention; activations quantized per batch at run time."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
+QUANTIZATION = "static-qdq-minmax-3"  # what int8 means; part of the cache key
+CALIBRATION_BATCH = 32
 
-    with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give the root logger a handler
-        quantize_dynamic(os.fspath(source), os.fspath(target), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul", "Attention"],
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # contrib ops' outputs
+
+def calibration_batches(model, maxlen=None):
+    """Token-id batches of the calibration texts for ``model``: 256 LCQMC train questions shipped with zoo, and
+    passages of them joined to reach ``maxlen`` tokens (the late positions' activations); single texts for an
+    encoder, consecutive texts as pairs for a score head."""
+    from .fused_onnx import describe
+
+    _, spec, _ = describe(model)
+    with open(CALIBRATION_TEXTS, encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f if line.strip()]
+    maxlen = int(maxlen or model.maxlen)
+    per_passage = math.ceil(maxlen / np.mean([len(t) for t in texts])) + 1  # passages that fill maxlen tokens,
+    texts += ["，".join(texts[i:i + per_passage]) for i in range(0, len(texts), per_passage)]  # for late positions
+    batches = []
+    for start in range(0, len(texts), CALIBRATION_BATCH):
+        chunk = texts[start:start + CALIBRATION_BATCH]
+        second = chunk[1:] + chunk[:1] if spec.pairs else None
+        batch = model.tokenizer(chunk, second, maxlen=maxlen)
+        batches.append({k: np.asarray(batch[k], dtype="int32") for k in ID_INPUTS})
+    return batches
+
+
+def with_contrib_output_types(graph):
+    """``graph`` with the element types of its ONNX Runtime contrib ops' outputs declared (float, but
+    EmbedLayerNormalization's int32 mask index), which ONNX's shape inference cannot infer and the quantizer needs."""
+    import onnx
+
+    known = {v.name for v in graph.graph.value_info} | {o.name for o in graph.graph.output}
+    for node in graph.graph.node:
+        if node.domain != "com.microsoft":
+            continue
+        for i, name in enumerate(node.output):
+            if name and name not in known:
+                int_mask = node.op_type == "EmbedLayerNormalization" and i == 1
+                kind = onnx.TensorProto.INT32 if int_mask else onnx.TensorProto.FLOAT
+                graph.graph.value_info.append(onnx.helper.make_tensor_value_info(name, kind, None))
+    return graph
+
+
+def quantize(source, target, model, maxlen=None):
+    """int8 version of the fused graph file ``source`` of ``model`` at ``target``: ONNX Runtime static (QDQ)
+    quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
+    ``calibration_batches`` -- for every product of an activation with a weight matrix (the pooling's products of
+    hidden states, and the attention, stay float). Fixed scales make each text's vector independent of the texts
+    that share its batch (dynamic quantization's per-batch scales do not)."""
+    import onnx
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter(calibration_batches(model, maxlen))
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    graph = onnx.load(os.fspath(source))
+    weights = {w.name for w in graph.graph.initializer}
+    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    with tempfile.TemporaryDirectory() as tmp:
+        typed = os.path.join(tmp, "typed.onnx")
+        onnx.save(with_contrib_output_types(graph), typed)
+        with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give root a handler
+            quantize_static(typed, os.fspath(target), Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                            op_types_to_quantize=["MatMul"], nodes_to_quantize=products,
+                            calibrate_method=CalibrationMethod.MinMax,
+                            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
     return target
 
 
@@ -53,7 +116,7 @@ def write_graphs(model, folder, served=False):
 
     fp32 = os.path.join(folder, ONNX_FILES["onnx-fp32"])
     onnx.save(fused_graph(model, served=served), fp32)
-    quantize(fp32, os.path.join(folder, ONNX_FILES["int8"]))
+    quantize(fp32, os.path.join(folder, ONNX_FILES["int8"]), model)
     return folder
 
 
@@ -67,6 +130,7 @@ def graph_key(model):
     backbone, spec, _ = describe(model)
     h = hashlib.sha256()
     settings = {"writer": WRITER_VERSION, "onnxruntime": onnxruntime.__version__, "class": type(model).__name__,
+                "int8": QUANTIZATION, "calibration": sha256_of(CALIBRATION_TEXTS),
                 "backbone": backbone.get_config(), "head": spec.to_record()}
     h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for w in model.weights:

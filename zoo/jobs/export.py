@@ -30,9 +30,10 @@ class ExportConfig:
     pooling: str | None = option(None, "pooling when MODEL is a checkpoint (default: cls)",
                                  choices=POOLINGS)
     maxlen: int | None = option(None, "tokens per text (default: the model's maxlen)")
-    quantize: str = option("auto", "int8: ONNX Runtime dynamic quantization (onnx) or Keras int8 kernels "
-                                   "(saved_model); bf16: a bfloat16 SavedModel; auto: int8 for onnx when precision "
-                                   "auto picks it for this model, else none", choices=("auto", "none", "int8", "bf16"))
+    quantize: str = option("none", "none: float32, lossless; int8: ONNX Runtime static quantization with "
+                                   "calibrated scales (onnx) or Keras int8 kernels (saved_model), lossy; bf16: a "
+                                   "bfloat16 SavedModel; auto: int8 for onnx when precision auto picks it for this "
+                                   "model on this machine, else none", choices=("none", "int8", "bf16", "auto"))
 
     def __post_init__(self):
         if self.format == "onnx" and self.quantize == "bf16":
@@ -46,7 +47,7 @@ def run(config: ExportConfig):
     """Export ``--model``; returns the version folder written."""
     from ..checkpoints import save_transformers
     from ..export import export_onnx_folder, export_saved_model, load_exportable, quantized_copy, version_path
-    from ..paths import atomic_dir
+    from ..paths import EXPORT_MANIFEST, atomic_dir, read_json_file
 
     model = load_exportable(config.model, pooling=config.pooling, maxlen=config.maxlen)
     path = version_path(config.output, config.name, config.version)
@@ -65,5 +66,8 @@ def run(config: ExportConfig):
     else:
         export_saved_model(model if config.quantize == "none" else quantized_copy(model, config.quantize), path,
                            signature=config.signature)
-    log.info("exported %s (maxlen %d) to %s", type(model).__name__, model.maxlen, path)
+    written = {"none": "float32", "int8": "int8", "bf16": "bfloat16"}[config.quantize]
+    if config.format == "onnx":
+        written = read_json_file(os.path.join(path, EXPORT_MANIFEST), "the export's manifest")["precision"]
+    log.info("exported %s (maxlen %d, precision %s) to %s", type(model).__name__, model.maxlen, written, path)
     return path

@@ -70,7 +70,7 @@ class SentenceEncoder(Task):
         weighted by its token count. ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
         normalise. ``precision``: "auto" (the fastest path measured close to fp32 on this machine), "fp32" (Keras),
         "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime
-        graph, float or dynamically quantized); see ``zoo.inference``.
+        graph, float or statically quantized with calibrated scales); see ``zoo.inference``.
         """
         self._require_tokenizer()
         if long_text not in ("truncate", "chunk"):
