@@ -230,13 +230,8 @@ class DataOptions:
 
     def check_data(self, trains=True):
         """ConfigError for flags that do not go together; with ``--valid``/``--test``, ``tasks`` becomes the name
-        of the data set. ``trains``: the job trains (``--train`` needed with ``--valid``/``--test``)."""
-        from .pair_files import parse_columns
-
-        try:
-            parse_columns(self.columns)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        of the data set. ``trains``: the job trains (``--train`` needed with ``--valid``/``--test``). The
+        ``--columns`` entries are checked by ``zoo.jobs.common.check_tasks``."""
         if getattr(self, "train_files", ()):
             if self.train:
                 raise ConfigError("--train-files is the old spelling of --train: give one of them")

@@ -13,7 +13,13 @@ from ..paths import DEFAULT_PRESET
 
 def check_tasks(tasks, flag="--tasks", config=None):
     """ConfigError naming the tasks of ``tasks`` that are neither a benchmark nor a folder of yours under
-    ``config.data_dir`` (nor the data set of ``config``'s ``--valid``/``--test`` files)."""
+    ``config.data_dir`` (nor the data set of ``config``'s ``--valid``/``--test`` files), or a bad ``--columns``."""
+    from ..pair_files import parse_columns
+
+    try:
+        parse_columns(getattr(config, "columns", ()))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     data_dir = getattr(config, "data_dir", None)
     own = (config.tasks[0],) if getattr(config, "valid", None) else ()
     unknown = [t for t in tasks if not (t in own or is_task(t, data_dir))]
