@@ -42,7 +42,8 @@ output = config.output or f"runs/{config.task}_dvbert"
 os.makedirs(output, exist_ok=True)
 
 # 1. Data, and the teachers' probabilities on every train pair (cached in the run folder).
-data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval)
+data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval,
+                   **config.reading(config.task))
 teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
                                  config.progress)
 

@@ -35,7 +35,7 @@ from zoo.train import PairBatches, fit, learning_rate
 
 job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its results writer
 # the settings this script acts on; the job's others (--tasks, --loss, --batching, ...) are refused when set
-config = job.parse(honours=(zoo.config.TrainOptions, "pooling", "warmup", "eval_batch_size", "length_buckets"),
+config = job.parse(honours=(zoo.config.TrainOptions, "data_dir", "pooling", "warmup", "eval_batch_size", "length_buckets"),
                    description="CoSENT bi-encoder on LCQMC (the main job)")
 t0 = time.time()
 checkpoint = config.checkpoint or zoo.DEFAULT_PRESET

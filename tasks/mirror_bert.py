@@ -22,7 +22,7 @@ import time
 
 import keras
 
-from zoo.data import available_tasks, load_task, read_lines, resolve_data_dir, sample_train_texts
+from zoo.data import available_tasks, load_splits, read_lines, read_pairs, sample_texts, sample_train_texts
 from zoo.distribute import setup
 from zoo.evaluation import SpearmanEvaluator
 from zoo.losses import InBatchSoftmaxLoss
@@ -35,9 +35,15 @@ start = config.checkpoint or zoo.DEFAULT_PRESET
 
 # 1. Data: sentences only (--sentences, or 10,000 train-split texts); two views of each (a random span masked in
 #    one copy; SimCSE, --k 0: dropout alone).
-tasks = available_tasks(("LCQMC", "BQ", "STS-B"), config.data_dir)
+#    The test splits scored: those of --tasks found, or your --test (then --valid keeps the best epoch).
+tasks = {config.tasks[0]: config.data_dir} if config.valid else available_tasks(config.tasks, config.data_dir)
 if config.sentences:
     sentences = [t.strip() for t in read_lines(config.sentences) if t.strip()][: config.limit_train]
+elif config.train:  # the texts of your pairs
+    reading = config.reading(config.tasks[0])
+    texts = read_pairs(config.train, columns=reading["columns"], skip_bad_lines=reading["skip_bad_lines"],
+                       labels=reading["labels"]).texts
+    sentences = sample_texts(texts, min(config.limit_train or 10_000, 10_000), config.seed)
 else:
     sentences = sample_train_texts(tasks, min(config.limit_train or 10_000, 10_000), config.seed)
 
@@ -55,11 +61,14 @@ trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
 batches = MirrorBatches(encoder.tokenizer, sentences, config.batch_size, config.maxlen, config.k, config.min_chars)
 
 # 4. Train, keeping the best model by LCQMC valid Spearman; zero-shot test Spearman before and after.
-tests = {task: load_task(task, "test", folder).head(config.limit_eval) for task, folder in tasks.items()}
+tests = {task: load_splits(task, folder, splits=("test",), limit_eval=config.limit_eval, **config.reading(task))["test"]
+         for task, folder in tasks.items()}
 before = {t: SpearmanEvaluator(d)(encoder)["spearman"] for t, d in tests.items()}
-valid = load_task("LCQMC", "valid", tasks.get("LCQMC") or resolve_data_dir("LCQMC", config.data_dir))
+selector = config.tasks[0] if config.valid else "LCQMC"
+valid = load_splits(selector, tasks.get(selector) or config.data_dir, splits=("valid",), limit_eval=config.limit_eval,
+                    **config.reading(selector))["valid"]
 run = fit(trainer, batches, config.output, epochs=config.epochs, seed=config.seed,
-          evaluator=SpearmanEvaluator(valid.head(config.limit_eval)), model=encoder, save_every=config.save_every,
+          evaluator=SpearmanEvaluator(valid), model=encoder, save_every=config.save_every,
           show_progress=config.progress, unit="sent", metadata={"job": "mirror-bert" if config.k else "simcse"})
 best = zoo.SentenceEncoder.from_preset(run.model_dir)
 after = {t: SpearmanEvaluator(d)(best)["spearman"] for t, d in tests.items()}

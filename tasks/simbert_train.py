@@ -26,7 +26,7 @@ import time
 
 import keras
 
-from zoo.data import groups_from_positive_pairs, load_splits, positive_pair_groups, read_synonym_groups
+from zoo.data import groups_from_positive_pairs, load_splits, positive_pair_groups, training_groups
 from zoo.distribute import setup
 from zoo.evaluation import LossEvaluator, SpearmanEvaluator
 from zoo.losses import passthrough_loss
@@ -42,14 +42,20 @@ dist = setup(config.distribute, config.coordinator, config.num_processes, config
 config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
-# 1. Data: groups of similar sentences (by default the connected components of the tasks' train positives).
-if config.groups:
-    groups, files = read_synonym_groups(config.groups), {"groups": config.groups}
+# 1. Data: groups of similar sentences: --groups / --train (JSON lines of groups, or pairs whose positives are
+#    joined), by default the connected components of the tasks' train positives; LCQMC valid, or your --valid.
+reading = config.reading(config.tasks[0])
+if config.groups or config.train:
+    groups = training_groups(config.groups or config.train, columns=reading["columns"], labels=reading["labels"],
+                             skip_bad_lines=reading["skip_bad_lines"])
+    files = {"groups" if config.groups else f"{config.tasks[0]}.train": config.groups or config.train}
 else:
     groups, files = positive_pair_groups(config.tasks, config.data_dir)
 groups = groups[: config.limit_train] if config.limit_train else groups
-valid = load_splits("LCQMC", config.data_dir, splits=("valid",), limit_eval=config.limit_eval)["valid"]
-files["LCQMC.valid"] = valid.path
+selector = config.tasks[0] if config.valid else "LCQMC"
+valid = load_splits(selector, config.data_dir, splits=("valid",), limit_eval=config.limit_eval,
+                    **config.reading(selector))["valid"]
+files[f"{selector}.valid"] = valid.path
 
 # 2. Model: BERT with its MLM head, a linear pooler, and (by default) SimBERT's slimmed vocabulary.
 model = zoo.SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)

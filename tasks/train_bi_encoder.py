@@ -44,9 +44,11 @@ dist = setup(config.distribute, config.coordinator, config.num_processes, config
 config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
-# 1. Data: each task's train / valid / test pairs (with --stream / --train-files, train is read lazily in step 3).
-splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
-          for t in config.tasks}
+# 1. Data: each task's train / valid / test pairs, or your files (--train/--valid/--test, any format, --columns);
+#    with --stream, train is read lazily in step 3; triplets turn the in-batch ranking loss on.
+splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
+                         **config.reading(t)) for t in config.tasks}
+job.module.use_triplets(config, splits)
 
 # 2. Model (--query-prefix: put before search queries, saved with it).
 encoder = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
@@ -56,8 +58,9 @@ encoder.query_prefix = config.query_prefix
 #    with --word-order-negatives rewrites of its sentences (label 0); --ict-corpus adds inverse cloze batches.
 if config.streamed:
     batches = streamed_pairs(encoder.tokenizer, config.tasks[0], config.batch_size, config.maxlen,
-                             lambda y, graded: objective_labels(config.objective, y, graded), config.train_files,
-                             config.data_dir, limit=config.limit_train, length_buckets=config.length_buckets)
+                             lambda y, graded: objective_labels(config.objective, y, graded), config.data_dir,
+                             limit=config.limit_train, length_buckets=config.length_buckets,
+                             **config.reading(config.tasks[0]))
 else:
     ict = [InverseClozeBatches(encoder.tokenizer, read_corpus(config.ict_corpus), config.batch_size, config.ict_maxlen,
                                config.ict_maxlen - 2, config.query_prefix, limit=config.ict_limit, seed=config.seed)
@@ -90,7 +93,8 @@ best = zoo.SentenceEncoder.from_preset(run.model_dir)
 scores = {t: evaluate_task(best, splits[t], config.eval_batch_size) for t in config.tasks}
 for t in config.eval_tasks:
     scores[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
-                                                limit_eval=config.limit_eval), config.eval_batch_size)
+                                                limit_eval=config.limit_eval, **config.reading(t)),
+                              config.eval_batch_size)
 
 # 6. Results.
 job.report(config, checkpoint, output, run, splits, scores, t0, batches)

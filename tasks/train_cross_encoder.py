@@ -42,7 +42,8 @@ config.jit_compile = dist.jit_compile(config.jit_compile)
 keras.utils.set_random_seed(config.seed)
 
 # 1. Data (with --stream / --train-files the train pairs are read lazily, in step 3).
-data = load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
+data = load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
+                   **config.reading(config.task))
 
 # 2. Model: [CLS] a [SEP] b [SEP] -> a score from [CLS] (softmax: P(similar); cosent: a raw score).
 model = zoo.CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
@@ -57,8 +58,8 @@ else:
 trainer.compile(optimizer=keras.optimizers.Adam(config.lr), loss=loss, jit_compile=config.jit_compile)
 if config.streamed:
     batches = streamed_pairs(model.tokenizer, config.task, config.batch_size, config.maxlen,
-                             lambda y, graded: y.astype(label_type), config.train_files, config.data_dir,
-                             limit=config.limit_train, length_buckets=config.length_buckets, joint=True,
+                             lambda y, graded: y.astype(label_type), config.data_dir,
+                             **config.reading(config.task), limit=config.limit_train, length_buckets=config.length_buckets, joint=True,
                              zero_segments=config.zero_segments)
 else:
     batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen,

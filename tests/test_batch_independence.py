@@ -99,8 +99,10 @@ def server(encoder, tmp_path_factory):
     export_saved_model(quantized_copy(encoder, "bf16"), base / "bf16" / "1")
     export_onnx_folder(encoder, base / "onnx" / "1")
     export_onnx_folder(encoder, base / "int8" / "1", quantize="int8")
+    # long_text="truncate": texts over maxlen are cut, as encode cuts them (by default they are refused:
+    # tests/test_long_inputs.py)
     with ModelServer(models={name: base / name for name in SERVED}, port=0, grpc_port=0, max_request_batch=64,
-                     max_batch_size=64, batch_timeout_ms=20, poll_seconds=0) as srv:
+                     max_batch_size=64, batch_timeout_ms=20, poll_seconds=0, long_text="truncate") as srv:
         yield srv
 
 

@@ -110,7 +110,8 @@ def test_truncate_dim_keeps_the_first_dimensions(tiny_encoders):
 
 def test_long_text_chunks_are_overlapping_windows_averaged(tiny_encoders):
     """long_text="chunk": a text within maxlen is unchanged; a longer one is the token-weighted mean of its
-    windows' vectors (windows of maxlen - 2 tokens, a new one every stride), not the truncated text's vector."""
+    windows' L2-normalised vectors (windows of maxlen - 2 tokens, a new one every stride), not the truncated text's
+    vector."""
     from zoo.models.bi_encoder import chunk_pieces
 
     enc = tiny_encoders["mean"]  # maxlen 32: windows of 30 text tokens
@@ -119,7 +120,7 @@ def test_long_text_chunks_are_overlapping_windows_averaged(tiny_encoders):
     long = "天气很好我们在中国" * 9  # 81 tokens
     windows, owner, weights = chunk_pieces(enc.tokenizer.piece_ids([long]), 30, 10)
     assert [len(w) for w in windows] == [30, 30, 30, 30, 30, 30, 21] and owner.tolist() == [0] * 7
-    parts = enc.encode([enc.tokenizer.decode(w) for w in windows], normalize_embeddings=False)
+    parts = enc.encode([enc.tokenizer.decode(w) for w in windows])
     expected = (parts * weights[:, None]).sum(0) / weights.sum()
     got = enc.encode(long, long_text="chunk", stride=10)
     np.testing.assert_allclose(got, expected / np.linalg.norm(expected), atol=1e-5)

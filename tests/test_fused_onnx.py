@@ -260,7 +260,7 @@ def test_an_onnx_export_is_served_like_the_saved_model(tmp_path):
     assert manifest["format"] == "zoo-onnx" and manifest["precision"] == "onnx-fp32"
     answers = {}
     for fmt in ("saved_model", "onnx"):
-        with ModelServer(tmp_path / fmt / "default", port=0, grpc_port=0, max_chars=2000) as server:
+        with ModelServer(tmp_path / fmt / "default", port=0, grpc_port=0, max_chars=2000, long_text="truncate") as server:
             status, rows = predict(server, {"instances": TEXTS})
             assert status == 200, rows
             status, ids = predict(server, {"inputs": TEXTS, "signature_name": "tokenize"})
@@ -303,7 +303,7 @@ def test_an_int8_onnx_export_of_a_cross_encoder_is_served(tmp_path):
     products = weight_products(tmp_path / "pair" / "1" / "model.onnx")
     assert products and all(products.values()), products
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
-    with ModelServer(tmp_path / "pair", port=0) as server:
+    with ModelServer(tmp_path / "pair", port=0, long_text="truncate") as server:  # TEXTS' long pair: cut
         status, reply = predict(server, {"instances": [{"text_a": a, "text_b": b} for a, b in pairs]})
     assert status == 200, reply
     want = scorer.score(pairs, precision="fp32")

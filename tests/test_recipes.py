@@ -53,8 +53,9 @@ def fields_read(names, config_class):
             continue
         seen.add(name)
         attribute = getattr(config_class, name, None)
-        if isinstance(attribute, property):
-            todo += config_reads(ast.parse(textwrap.dedent(inspect.getsource(attribute.fget))), "self")
+        if isinstance(attribute, property) or inspect.isfunction(attribute):  # a property, or a method such as reading
+            function = attribute.fget if isinstance(attribute, property) else attribute
+            todo += config_reads(ast.parse(textwrap.dedent(inspect.getsource(function))), "self")
         else:
             fields.add(name)
     return fields

@@ -201,14 +201,98 @@ class DistributeOptions:
 
 
 @dataclasses.dataclass
+class DataOptions:
+    """Where a job's pairs come from: benchmarks or task folders of yours (``--tasks``, ``--data-dir``), or files of
+    yours (``--train``, ``--valid``, ``--test``) in any format ``zoo.pair_files`` reads (docs/your-data.md).
+
+    ``--valid`` and ``--test`` make a data set of yours, named after the files ("mydata" for mydata.valid.csv): it
+    replaces ``--tasks``, and results and reports carry its name. ``--train`` alone replaces the train split of
+    one task (its valid and test still score the model). A job calls ``check_data`` in its ``__post_init__`` and
+    reads through ``load_splits(task, config.data_dir, ..., **config.reading(task))``."""
+
+    data_dir: str | None = option(None, "folder with the tasks' files: TASK/senteval_cn/TASK.SPLIT.data of a "
+                                        "benchmark, or a folder NAME/ of yours with NAME.train.csv, NAME.valid.csv, "
+                                        "... (any format of --train; default: the embedded data/ folder, which holds "
+                                        "LCQMC, then ../shared/data)")
+    train: str | None = option(None, "your train pairs: a file or a folder of shards (TSV/CSV/JSONL/Parquet, "
+                                     "plain or .gz); replaces the task's train split (--stream reads it lazily)")
+    valid: str | None = option(None, "your valid pairs (they choose the kept epoch and the threshold); with --test, "
+                                     "a data set of yours, named after its files, instead of --tasks")
+    test: str | None = option(None, "your test pairs (reported, never used to choose anything); goes with --valid")
+    columns: tuple = option((), "your files' columns as ROLE=COLUMN: text_a, text_b, label for pairs, anchor, "
+                                "positive, negative for triplets (a header name, or a 1-based position in a "
+                                "headerless TAB file; default: common names such as sentence1/sentence2/label, "
+                                "q1/q2, query/positive/negative, score are recognised)")
+    labels: str = option("auto", "label kind: auto (detected and logged), binary (0/1, anything else is a bad row) "
+                                 "or graded (e.g. STS-B's 0-5)", choices=("auto", "binary", "graded"))
+    skip_bad_lines: bool = option(False, "skip bad rows of the data files (counted in the log and in results.json) "
+                                         "instead of stopping at the first")
+
+    def check_data(self, trains=True):
+        """ConfigError for flags that do not go together; with ``--valid``/``--test``, ``tasks`` becomes the name
+        of the data set. ``trains``: the job trains (``--train`` needed with ``--valid``/``--test``). The
+        ``--columns`` entries are checked by ``zoo.jobs.common.check_tasks``."""
+        if getattr(self, "train_files", ()):
+            if self.train:
+                raise ConfigError("--train-files is the old spelling of --train: give one of them")
+            log.warning("--train-files is deprecated and will be removed in zoo %s: use --train FILE --stream",
+                        REMOVED_IN)
+        if self.train and not trains:
+            raise ConfigError("--train: this job trains nothing; give --valid and --test")
+        if not (self.valid or self.test):
+            if (self.train or getattr(self, "train_files", ())) and len(self.tasks) != 1:
+                raise ConfigError(f"--train replaces the train split of one task, got --tasks {','.join(self.tasks)}")
+            return
+        if not (self.valid and self.test):
+            raise ConfigError("--valid and --test go together: valid chooses the epoch and the threshold, test is "
+                              "reported (the same file for both is allowed, and said so in the results)")
+        if trains and not (self.train or getattr(self, "train_files", ())):
+            raise ConfigError("--valid/--test name a data set of yours: give its --train too")
+        name = data_set_name(self.train or self.valid)
+        default = next(f.default for f in dataclasses.fields(self) if f.name == "tasks")
+        if tuple(self.tasks) not in (tuple(default), (name,)):
+            raise ConfigError(f"--tasks {','.join(self.tasks)} and --valid/--test: give one or the other (to train "
+                              f"on your data beside a benchmark, put it in a folder {name}/ under --data-dir and "
+                              f"name it in --tasks)")
+        self.tasks = (name,)
+
+    @property
+    def split_files(self):
+        """{split: your file} of the splits given on the command line."""
+        return {split: path for split, path in (("train", self.train), ("valid", self.valid), ("test", self.test))
+                if path}
+
+    def reading(self, task):
+        """``load_splits`` / ``load_task`` keywords for ``task``: your files (when ``task`` is the one they belong
+        to), columns, label kind and bad-row policy."""
+        files = self.split_files if task == self.tasks[0] else {}
+        if getattr(self, "train_files", ()) and task == self.tasks[0]:
+            files["train"] = list(self.train_files)  # the deprecated --train-files: streamed
+        return {"files": files, "columns": self.columns, "labels": self.labels, "skip_bad_lines": self.skip_bad_lines}
+
+
+def data_set_name(path):
+    """The name of a data set of yours from one of its files: ``mydata`` for ``mydata.valid.csv`` (or
+    ``mydata_train.jsonl.gz``), the folder's name for ``mydata/train.csv`` or a folder of shards."""
+    import os
+    import re
+
+    path = os.path.normpath(os.fspath(path))
+    base = os.path.basename(path)
+    base = base[:-3] if base.endswith(".gz") else base
+    stem, ext = os.path.splitext(base)
+    stem = stem if ext.lower() in (".data", ".tsv", ".txt", ".csv", ".jsonl", ".parquet") else base
+    stem = re.sub(r"[._-]?(train|valid|dev|test)$", "", stem, flags=re.IGNORECASE)
+    return stem or os.path.basename(os.path.dirname(path)) or "data"
+
+
+@dataclasses.dataclass
 class TrainOptions(DistributeOptions):
-    """Settings every training job has."""
+    """Settings every training job has (the jobs that read pairs add ``DataOptions``)."""
 
     checkpoint: str | None = option(None, "starting checkpoint: a Google TF1 or transformers folder, a zoo preset "
                                           "(folder or name), a run folder or a .keras file (default: "
                                           f"{DEFAULT_PRESET})", aliases=("--from",))
-    data_dir: str | None = option(None, "folder with TASK/senteval_cn/TASK.SPLIT.data files (default: the "
-                                        "embedded data/ folder, which holds LCQMC, then ../shared/data)")
     epochs: int = option(1, "passes over the training data")
     batch_size: int = option(32, "pairs per step")
     maxlen: int = option(64, "tokens per text")
@@ -237,10 +321,10 @@ class TrainOptions(DistributeOptions):
 class StreamOptions:
     """Training pairs read lazily from files (``zoo.train.StreamingPairBatches``): the pair-training jobs' flags."""
 
-    train_files: tuple = option((), "stream the training pairs from these files or folders (TAB-separated pairs, "
-                                    "plain or .gz, any size) instead of the task's train split")
-    stream: bool = option(False, "read the task's train split lazily (as --train-files): memory holds one shuffle "
-                                 "buffer, not the split")
+    train_files: tuple = option((), f"deprecated (removed in zoo {REMOVED_IN}): --train FILE --stream; streams "
+                                    "the training pairs from these files or folders instead of the task's train split")
+    stream: bool = option(False, "read the train split (the task's, or --train) lazily: memory holds one shuffle "
+                                 "buffer, not the split; for train files larger than memory")
 
     @property
     def streamed(self):

@@ -1,147 +1,35 @@
-"""Sentence-pair datasets: the senteval_cn layout and the original LCQMC tsv, plain or gzip.
+"""Sentence-pair data sets: the five benchmarks, your own task folders, and the texts jobs draw from them.
 
-One line is ``text_a<TAB>text_b<TAB>label``. A header line (``text_a  text_b  label`` or ``sentence1 ...``)
-is skipped. **Quoting**: some senteval_cn files (ATEC, BQ, PAWSX) were written with CSV-style quoting: a field
-containing ``"`` is wrapped in ``"..."`` with inner quotes doubled. zoo undoes that quoting (like Python's
-``csv`` module), so ``"免费领取""饿了么""红包"`` reads as ``免费领取"饿了么"红包``, the original text. A field
-is unquoted only when it starts and ends with ``"`` and every inner ``"`` is doubled; anything else is kept as is.
+A **task** is a built-in benchmark (``TASKS``, in the senteval_cn layout ``TASK/senteval_cn/TASK.SPLIT.data``) or any
+folder ``DATA_DIR/NAME/`` holding ``NAME.SPLIT.EXT`` or ``SPLIT.EXT`` files (SPLIT: train, valid or dev, test; EXT
+any format ``zoo.pair_files`` reads, plain or .gz): ``--tasks NAME --data-dir DATA_DIR`` then works as for a
+benchmark. Reading the files themselves (formats, columns, labels, bad rows) is ``zoo.pair_files``.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import DataError, MissingFileError
+from .errors import ConfigError, DataError, MissingFileError
 from .logs import log
+from .pair_files import FORMATS, PairDataset, iter_pairs, open_binary, read_pairs, unquote_csv_field  # noqa: F401
 from .paths import DATA_DIR
 
 TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
 SPLITS = ("train", "valid", "test")
-HEADER_FIRST_FIELDS = {"text_a", "sentence1", "s1", "text1", "query1"}
+SPLIT_NAMES = {"train": ("train",), "valid": ("valid", "dev"), "test": ("test",)}
 SENTENCE_SEPARATORS = "\n。！？!?；;，, "
 
 
-@dataclass
-class PairDataset:
-    """Text pairs with numeric labels, plus what reading them found."""
-
-    texts_a: list
-    texts_b: list
-    labels: np.ndarray
-    path: str = ""
-    bad_lines: int = 0
-    duplicates: int = 0
-    bad_line_numbers: list = field(default_factory=list)
-    total: int | None = None  # pairs in the file, when this holds only the first ones (``head``)
-
-    def __len__(self):
-        return len(self.labels)
-
-    def head(self, n):
-        """The first ``n`` pairs (``--limit-train``, ``--limit-eval``); ``summary`` says how many of how many."""
-        if n is None or n >= len(self):
-            return self
-        return PairDataset(self.texts_a[:n], self.texts_b[:n], self.labels[:n], self.path, total=self.total or len(self))
-
-    @property
-    def texts(self):
-        """Every distinct text, in order of first appearance."""
-        return list(dict.fromkeys(self.texts_a + self.texts_b))
-
-    def summary(self):
-        if self.total is not None:
-            return f"{os.path.basename(self.path)}: the first {len(self):,} of {self.total:,} pairs"
-        return (f"{os.path.basename(self.path)}: {len(self):,} pairs, {self.duplicates} duplicate rows, "
-                f"{self.bad_lines} bad lines skipped")
-
-
-def unquote_csv_field(text):
-    """Undo CSV quoting of one field (see the module docstring)."""
-    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        inner = text[1:-1]
-        if inner.replace('""', "").count('"') == 0:
-            return inner.replace('""', '"')
-    return text
-
-
-def open_binary(path):
-    """A file opened for binary reading, gunzipped when its name ends in .gz."""
-    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
-
-
-def iter_pairs(path, skip_bad_lines=False, bad=None):
-    """Yield ``(text_a, text_b, label)`` of a pair file one line at a time (``read_pairs`` without the memory).
-
-    A bad line (not 3 TAB-separated fields, label not a number, invalid UTF-8) raises DataError naming the file
-    and line, unless ``skip_bad_lines=True``: then its number is appended to ``bad`` (a list) and it is skipped."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise MissingFileError(f"{path}: data file not found")
-    with open_binary(path) as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                problem = f"invalid UTF-8 ({e.reason} at byte {e.start})"
-            else:
-                line = line.rstrip("\r\n")
-                if number == 1:
-                    line = line.lstrip("\ufeff")
-                if not line.strip():
-                    continue
-                fields = line.split("\t")
-                if number == 1 and fields[0].strip().lower() in HEADER_FIRST_FIELDS:
-                    continue
-                if len(fields) != 3:
-                    problem = f"expected 3 TAB-separated fields, found {len(fields)}"
-                else:
-                    try:
-                        label = float(fields[2])
-                        problem = None if np.isfinite(label) else f"label {fields[2]!r} is not finite"
-                    except ValueError:
-                        problem = f"label {fields[2]!r} is not a number"
-            if problem is not None:
-                if not skip_bad_lines:
-                    raise DataError(f"{path}, line {number}: {problem}")
-                if bad is not None:
-                    bad.append(number)
-                continue
-            yield unquote_csv_field(fields[0]), unquote_csv_field(fields[1]), label
-
-
-def read_pairs(path, skip_bad_lines=False):
-    """Read a pair file (``.data``/``.tsv``/``.txt``, optionally ``.gz``) into a PairDataset.
-
-    A bad line (not 3 TAB-separated fields, label not a number, invalid UTF-8) raises DataError naming the
-    file and line, unless ``skip_bad_lines=True``: then it is skipped and counted (``bad_lines``).
-    Exact duplicate rows are kept and counted (``duplicates``).
-    """
-    path = os.fspath(path)
-    texts_a, texts_b, labels, bad = [], [], [], []
-    seen, duplicates = set(), 0
-    for row in iter_pairs(path, skip_bad_lines, bad):
-        if row in seen:
-            duplicates += 1
-        seen.add(row)
-        texts_a.append(row[0])
-        texts_b.append(row[1])
-        labels.append(row[2])
-    if not labels:
-        raise DataError(f"{path}: no sentence pairs in the file" + (f" ({len(bad)} bad lines skipped)" if bad else ""))
-    return PairDataset(texts_a, texts_b, np.asarray(labels, dtype="float32"), path,
-                       bad_lines=len(bad), duplicates=duplicates, bad_line_numbers=bad)
-
-
 def task_file(task, split, data_dir):
-    """Path of ``{TASK}.{split}.data`` under ``data_dir`` (senteval_cn layout, flat, or zoo's data/)."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {TASKS}")
+    """Path of a task's split under ``data_dir``: ``{TASK}.{split}.data`` of a benchmark (senteval_cn layout, flat,
+    or zoo's data/), or a file of your own task folder ``data_dir/TASK/`` (``custom_task_file``)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; known: {SPLITS}")
+    if task not in TASKS:
+        return custom_task_file(task, split, data_dir)
     names = [f"{task}.{split}.data"]
     if task == "ATEC" and split == "train":
         names.append("ATEC.train-substitute.data")  # the clean stand-in when upstream train is absent
@@ -153,6 +41,32 @@ def task_file(task, split, data_dir):
                 if os.path.exists(candidate):
                     return candidate
     raise MissingFileError(f"no {task} {split} file under {data_dir} (tried {tried[:3]} ...)")
+
+
+def custom_task_file(task, split, data_dir):
+    """The ``split`` file of your own task: ``data_dir/TASK/`` (or its ``senteval_cn/``) holding ``TASK.SPLIT.EXT`` or
+    ``SPLIT.EXT`` (``dev`` for valid too; any format of ``zoo.pair_files``, plain or .gz), or a folder of shards
+    named so. ConfigError when there is no such task folder, MissingFileError naming what was looked for."""
+    folder = os.path.join(data_dir or DATA_DIR, task)
+    if not os.path.isdir(folder):
+        raise ConfigError(f"unknown task {task!r}: no folder {folder}; known: {', '.join(TASKS)}, or a folder of "
+                          f"yours under --data-dir holding {task}.train.csv, {task}.valid.csv, ...")
+    for where in (os.path.join(folder, "senteval_cn"), folder):
+        if not os.path.isdir(where):
+            continue
+        for name in sorted(os.listdir(where)):
+            stem = name[:-3] if name.endswith(".gz") else name
+            stem, ext = os.path.splitext(stem)
+            if (ext in FORMATS or os.path.isdir(os.path.join(where, name))) and \
+                    stem in [f"{task}.{s}" for s in SPLIT_NAMES[split]] + list(SPLIT_NAMES[split]):
+                return os.path.join(where, name)
+    raise MissingFileError(f"no {task} {split} file in {folder} (looked for {task}.{split}.EXT or {split}.EXT, EXT: "
+                           f"{', '.join(FORMATS)}, or .gz of these)")
+
+
+def is_task(task, data_dir=None):
+    """Whether ``task`` is a benchmark or a folder of yours under ``data_dir`` (default: zoo's data/)."""
+    return task in TASKS or os.path.isdir(os.path.join(data_dir or DATA_DIR, task))
 
 
 def default_data_dir():
@@ -169,25 +83,33 @@ def resolve_data_dir(task, data_dir=None):
         try:
             task_file(task, "valid", candidate)
             return candidate
-        except FileNotFoundError:
+        except (FileNotFoundError, ConfigError):
             continue
     raise MissingFileError(f"no {task} data in {candidates}; pass data_dir")
 
 
-def load_task(task, split, data_dir=None, skip_bad_lines=False):
-    return read_pairs(task_file(task, split, data_dir or DATA_DIR), skip_bad_lines=skip_bad_lines)
+def load_task(task, split, data_dir=None, skip_bad_lines=False, files=None, columns=None, labels="auto"):
+    """A split of a task as a PairDataset: ``files[split]`` when given (your file or folder of shards), else the
+    task's file under ``data_dir`` (``task_file``); ``columns``, ``labels``, ``skip_bad_lines`` as ``read_pairs``."""
+    path = (files or {}).get(split) or task_file(task, split, data_dir or DATA_DIR)
+    return read_pairs(path, skip_bad_lines=skip_bad_lines, columns=columns, labels=labels)
 
 
-def load_splits(task, data_dir=None, limit_train=None, splits=SPLITS, limit_eval=None):
+def load_splits(task, data_dir=None, limit_train=None, splits=SPLITS, limit_eval=None, **reading):
     """{split: PairDataset} of a task, train cut to its first ``limit_train`` pairs and valid / test to their
-    first ``limit_eval``, logging a summary of each ("the first 200 of 8,802 pairs"); ``data_dir`` as in
-    ``resolve_data_dir``."""
-    data_dir = resolve_data_dir(task, data_dir)
-    data = {split: load_task(task, split, data_dir) for split in splits}
+    first ``limit_eval``, logging a summary of each ("the first 200 of 8,802 pairs", the format, the label kind);
+    ``data_dir`` as in ``resolve_data_dir``; ``reading``: ``files``, ``columns``, ``labels``, ``skip_bad_lines``
+    of ``load_task`` (``DataOptions.reading`` gives them from the flags)."""
+    files = reading.get("files") or {}
+    data_dir = data_dir if all(s in files for s in splits) else resolve_data_dir(task, data_dir)
+    data = {split: load_task(task, split, data_dir, **reading) for split in splits}
     for split in data:
         data[split] = data[split].head(limit_train if split == "train" else limit_eval)
     for split, d in data.items():
         log.info("%s %s: %s", task, split, d.summary())
+        if d.bad_lines:
+            log.warning("%s %s: %d bad lines skipped (--skip-bad-lines): %s", task, split, d.bad_lines,
+                        ", ".join(map(str, d.bad_line_numbers[:10])) + (" ..." if d.bad_lines > 10 else ""))
     return data
 
 
@@ -215,6 +137,37 @@ def read_synonym_groups(path):
             if len(texts) >= 2:
                 groups.append(texts)
     return groups
+
+
+def is_synonym_file(path):
+    """Whether ``path`` holds SimBERT's groups (JSON lines whose first object has ``synonyms``), not pairs."""
+    if not os.fspath(path).lower().removesuffix(".gz").endswith(".jsonl") or os.path.isdir(path):
+        return False
+    import json
+
+    with open_binary(os.fspath(path)) as f:
+        for raw in f:
+            if raw.strip():
+                try:
+                    item = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    return False
+                return isinstance(item, dict) and "synonyms" in item
+    return False
+
+
+def training_groups(path, **reading):
+    """SimBERT's groups of similar sentences from a file of yours: groups as JSON lines (``read_synonym_groups``),
+    or pairs in any format (``read_pairs``; ``reading``: its columns, labels, skip_bad_lines) whose positives are
+    joined into groups (``groups_from_positive_pairs``)."""
+    if is_synonym_file(path):
+        return read_synonym_groups(path)
+    pairs = read_pairs(path, **reading)
+    if pairs.graded:
+        raise DataError(f"{path}: graded labels; groups of similar sentences need 0/1 pairs (or JSON lines of "
+                        '{"text": ..., "synonyms": [...]})')
+    log.info("%s: %s; its positive pairs form the groups", path, pairs.summary())
+    return groups_from_positive_pairs(pairs)
 
 
 def groups_from_positive_pairs(*datasets):
@@ -254,7 +207,11 @@ def available_tasks(tasks, data_dir=None):
 def sample_train_texts(tasks, n, seed=0):
     """``n`` texts drawn at random (without replacement, fixed by ``seed``) from the train splits of ``tasks``
     ({task: data folder}, as ``available_tasks`` gives)."""
-    texts = [t for task, folder in tasks.items() for t in load_task(task, "train", folder).texts]
+    return sample_texts([t for task, folder in tasks.items() for t in load_task(task, "train", folder).texts], n, seed)
+
+
+def sample_texts(texts, n, seed=0):
+    """``n`` of ``texts`` drawn at random without replacement (fixed by ``seed``), in the order drawn."""
     rng = np.random.default_rng(seed)
     return [texts[i] for i in rng.choice(len(texts), min(n, len(texts)), replace=False)]
 

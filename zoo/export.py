@@ -246,8 +246,11 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     with atomic_dir(path) as tmp:
         os.rmdir(tmp)  # write_out makes the folder itself
         archive.write_out(tmp, verbose=verbose)
-        write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {"format": "zoo-savedmodel", "files": file_manifest(tmp),
-                                                               "model": described(model, spec)})
+        record = {"format": "zoo-savedmodel", "model": described(model, spec)}
+        if signature == "text":  # the server counts and windows over-long inputs with these (zoo.serving.lengths)
+            model.tokenizer.save_to_preset(tmp)
+            record["maxlen"] = maxlen
+        write_json_atomic(os.path.join(tmp, EXPORT_MANIFEST), {**record, "files": file_manifest(tmp)})
     return path
 
 
@@ -264,9 +267,12 @@ def version_path(base, name="default", version=None):
 
 def load_exportable(path, pooling=None, maxlen=None):
     """A model to export from anything zoo loads (``zoo.models.from_preset``: a saved task model as it is, a
-    checkpoint or backbone preset as a SentenceEncoder with ``pooling``); ``maxlen`` replaces the model's."""
+    checkpoint or backbone preset as a SentenceEncoder with ``pooling``); ``maxlen`` replaces the model's, which
+    is otherwise its ``max_input_tokens`` (the longest input it was trained for)."""
     model = from_preset(path, pooling=pooling, maxlen=maxlen)
     serving_spec(model)
+    if maxlen is None and getattr(model, "max_input_tokens", None):  # exports take what the model was trained for
+        model.maxlen = model.max_input_tokens
     return model
 
 

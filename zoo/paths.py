@@ -150,10 +150,16 @@ def _json_default(o):
 
 
 def sha256_of(path):
+    """sha256 of a file's bytes, or of a folder's files (not hidden) read one after another in name order."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    files = [path]
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, f) for f in os.listdir(path)
+                       if os.path.isfile(os.path.join(path, f)) and not f.startswith("."))
+    for file in files:
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 

@@ -51,6 +51,8 @@ def save_preset(model, tokenizer, directory, metadata=None, weights_dtype="float
             "weights_dtype": weights_dtype,
             "metadata": {"zoo_version": __version__, "keras_version": keras.__version__,
                          "saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                         **({"max_input_tokens": model.max_input_tokens} if hasattr(model, "max_input_tokens")
+                            else {}),
                          **(metadata or {})},
         }
         with open(os.path.join(tmp, PRESET_CONFIG), "w", encoding="utf-8") as f:
@@ -118,6 +120,15 @@ def preset_class_name(path):
     return read_preset_config(folder)["model"].get("class_name")
 
 
+def recorded_max_input_tokens(path):
+    """The ``max_input_tokens`` a preset's metadata records (None when it records none, or ``path`` is no preset)."""
+    try:
+        value = read_preset_config(resolve(path)).get("metadata", {}).get("max_input_tokens")
+    except (OSError, ValueError):
+        return None
+    return int(value) if value else None
+
+
 def load_saved(path, verify=True):
     """The model saved at ``path`` (a preset folder or name, a run folder, or a ``.keras`` file), with its
     tokenizer attached (``model.tokenizer``) when it has one."""
@@ -156,6 +167,8 @@ def load_saved(path, verify=True):
         model.load_weights(weights)
     except (OSError, ValueError, KeyError) as e:
         raise CheckpointError(f"{weights}: cannot load the weights ({type(e).__name__}: {e})") from None
+    if hasattr(type(model), "max_input_tokens"):
+        model.max_input_tokens = config.get("metadata", {}).get("max_input_tokens")
     if os.path.exists(os.path.join(directory, VOCAB_FILE)) and hasattr(model, "tokenizer"):
         from .tokenizer import Tokenizer
 

@@ -350,3 +350,22 @@ def _read_json(path):
     return config
 
 
+def chunk_pieces(pieces, window, stride=None):
+    """Split each text's token ids into windows of ``window`` tokens, a new one every ``stride`` (default
+    window // 2) until the text's end is covered -> (windows, owner text index of each, token count of each)."""
+    if window < 1:
+        raise ValueError(f"maxlen leaves no room for text tokens (window {window})")
+    stride = stride or max(1, window // 2)
+    if not 1 <= stride <= window:
+        raise ValueError(f"stride must be in [1, {window}] (the window), got {stride}")
+    windows, owner, weights = [], [], []
+    for i, ids in enumerate(pieces):
+        starts = range(0, max(len(ids) - window, 0) + stride, stride) if len(ids) > window else [0]
+        for start in starts:
+            part = ids[start:start + window]
+            windows.append(part)
+            owner.append(i)
+            weights.append(max(len(part), 1))
+            if start + window >= len(ids):
+                break
+    return windows, np.asarray(owner), np.asarray(weights, dtype="float64")

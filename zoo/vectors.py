@@ -43,3 +43,12 @@ def stored_width(dim, dtype):
 def dequantize_int8(q, scales):
     """Float approximations of int8 embeddings (``q / scales``)."""
     return np.asarray(q, dtype="float32") / scales
+
+
+def mean_of_windows(vectors, owner, weights, n):
+    """Vectors of a text's windows [W, d] -> [n, d]: each text's token-weighted mean of its L2-normalised windows
+    (``owner``: the text of each window, ``weights``: its token count); ``encode(long_text="chunk")``."""
+    vectors = normalize_rows(np.asarray(vectors, dtype="float32")).astype("float64")
+    sums = np.zeros((n, vectors.shape[1]), dtype="float64")
+    np.add.at(sums, owner, vectors * weights[:, None])
+    return (sums / np.bincount(owner, weights, minlength=n)[:, None]).astype("float32")

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from ..augment import WORD_ORDER, word_order_pairs
-from ..config import POOLINGS, StreamOptions, TrainOptions, check_warmup, option, output_option
+from ..config import POOLINGS, DataOptions, StreamOptions, TrainOptions, check_warmup, option, output_option
 from ..corpus import read_corpus
 from ..data import load_splits
 from ..errors import ConfigError
@@ -24,7 +24,7 @@ OBJECTIVES = ("cosent", "sbert", "cosine_mse")
 
 
 @dataclasses.dataclass
-class BiEncoderConfig(TrainOptions, StreamOptions):
+class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
     """Train a bi-encoder (SentenceEncoder) on sentence pairs."""
 
     tasks: tuple = option(("LCQMC",), "a task (LCQMC, ATEC, BQ, PAWSX, STS-B), or several: one model on their "
@@ -61,10 +61,11 @@ class BiEncoderConfig(TrainOptions, StreamOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_tasks(self.tasks)
+        self.check_data()
+        check_tasks(self.tasks, config=self)
         check_checkpoint(self.checkpoint)
         if self.eval_tasks:
-            check_tasks(self.eval_tasks, "--eval-tasks")
+            check_tasks(self.eval_tasks, "--eval-tasks", self)
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--loss must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.pooling not in POOLINGS:
@@ -109,8 +110,8 @@ def train_batches(config, tokenizer, splits):
     if config.streamed:
         return streamed_pairs(tokenizer, config.tasks[0], config.batch_size, config.maxlen,
                               lambda y, graded: objective_labels(config.objective, y, graded),
-                              config.train_files, config.data_dir, limit=config.limit_train,
-                              length_buckets=config.length_buckets)
+                              config.data_dir, limit=config.limit_train, length_buckets=config.length_buckets,
+                              **config.reading(config.tasks[0]))
     extra = []
     if config.ict_corpus:  # one more part: inverse cloze batches of the corpus
         extra.append(InverseClozeBatches(tokenizer, read_corpus(config.ict_corpus), config.batch_size,
@@ -120,6 +121,22 @@ def train_batches(config, tokenizer, splits):
                                  config.maxlen, objective=config.objective, batching=config.batching,
                                  length_buckets=config.length_buckets, in_batch=bool(config.in_batch_weight),
                                  word_order_negatives=config.word_order_negatives, seed=config.seed, extra=extra)
+
+
+def use_triplets(config, splits):
+    """Train splits of (anchor, positive, negative) triplets train the in-batch ranking loss: ``--in-batch-weight``
+    becomes 1 when it is not set (logged); ConfigError for a loss other than CoSENT."""
+    from ..logs import log
+
+    held = [t for t in config.tasks if "train" in splits[t] and splits[t]["train"].triplets]
+    if not held or config.in_batch_weight:
+        return
+    if config.objective != "cosent" or config.matryoshka_dims:
+        raise ConfigError(f"{', '.join(held)} train: triplets train the in-batch ranking loss of --loss cosent "
+                          "(without --matryoshka-dims)")
+    config.in_batch_weight = 1.0
+    log.info("%s train: triplets (anchor, positive, negative), so each anchor ranks its positive above the batch's "
+             "other texts, its hard negative included: --in-batch-weight 1.0", ", ".join(held))
 
 
 def word_order_valid(config):
@@ -141,8 +158,9 @@ def run(config: BiEncoderConfig):
     t0 = time.time()
     tasks = config.tasks
     checkpoint, output = start(config, f"{config.task}_{config.objective}_{config.pooling}")
-    splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
-              for t in tasks}
+    splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
+                             **config.reading(t)) for t in tasks}
+    use_triplets(config, splits)
 
     encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
     encoder.query_prefix = config.query_prefix
@@ -170,7 +188,8 @@ def run(config: BiEncoderConfig):
     for t in config.eval_tasks:
         if t not in tasks:
             per_task[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
-                                                          limit_eval=config.limit_eval), config.eval_batch_size)
+                                                          limit_eval=config.limit_eval, **config.reading(t)),
+                                        config.eval_batch_size)
     return report(config, checkpoint, output, run, splits, per_task, t0, batches)
 
 

@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import os
 
-from ..data import TASKS
+from ..data import TASKS, is_task
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
 
 
-def check_tasks(tasks, flag="--tasks"):
-    unknown = [t for t in tasks if t not in TASKS]
+def check_tasks(tasks, flag="--tasks", config=None):
+    """ConfigError naming the tasks of ``tasks`` that are neither a benchmark nor a folder of yours under
+    ``config.data_dir`` (nor the data set of ``config``'s ``--valid``/``--test`` files), or a bad ``--columns``."""
+    from ..pair_files import parse_columns
+
+    try:
+        parse_columns(getattr(config, "columns", ()))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    data_dir = getattr(config, "data_dir", None)
+    own = (config.tasks[0],) if getattr(config, "valid", None) else ()
+    unknown = [t for t in tasks if not (t in own or is_task(t, data_dir))]
     if unknown or not tasks:
-        raise ConfigError(f"{flag}: unknown task(s) {unknown or list(tasks)}; known: {', '.join(TASKS)}")
+        raise ConfigError(f"{flag}: unknown task(s) {unknown or list(tasks)}; known: {', '.join(TASKS)}, or a folder "
+                          f"of yours under --data-dir ({data_dir or 'the embedded data/'}) holding NAME.train.csv, "
+                          "NAME.valid.csv, ... (docs/your-data.md)")
 
 
 def check_checkpoint(checkpoint, flag="--checkpoint"):

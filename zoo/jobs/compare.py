@@ -10,11 +10,10 @@ import time
 
 import numpy as np
 
-from ..config import option
-from ..data import load_task, resolve_data_dir
+from ..config import DataOptions, option
+from ..data import load_splits
 from ..evaluation import accuracy, best_threshold, percent, spearman, threshold_accuracy
 from ..logs import log
-from ..paths import sha256_of
 from . import bi_encoder, cross_encoder
 from .common import check_checkpoint, check_tasks
 
@@ -23,13 +22,12 @@ TRANSFER_FROM = {"PAWSX": "LCQMC"}  # no train split here: evaluate models train
 
 
 @dataclasses.dataclass
-class CompareConfig:
+class CompareConfig(DataOptions):
     """Representation vs interaction: CoSENT, Sentence-BERT and a cross-encoder per task, accuracy at the
     valid-fitted threshold."""
 
     tasks: tuple = option(("LCQMC", "BQ", "ATEC", "PAWSX"), "tasks (PAWSX: the LCQMC models, transfer)")
     checkpoint: str | None = option(None, "the backbone every model starts from (default: the embedded preset)")
-    data_dir: str | None = option(None, "where the tasks' files are")
     output: str = option("runs/compare", "run folder; each model trains (or reloads) in OUTPUT/TASK/MODEL")
     epochs: int = option(1, "epochs per model")
     bi_lr: float = option(1e-4, "learning rate of the bi-encoders")
@@ -41,7 +39,8 @@ class CompareConfig:
     jit_compile: bool = option(True, "train without XLA compilation")
 
     def __post_init__(self):
-        check_tasks(self.tasks, "--tasks")
+        self.check_data()
+        check_tasks(self.tasks, "--tasks", self)
         check_checkpoint(self.checkpoint)
 
 
@@ -51,7 +50,9 @@ def _train(task, model, config):
     from ..models.cross_encoder import CrossEncoder
 
     folder = os.path.join(config.output, task, model)
-    common = dict(tasks=(task,), checkpoint=config.checkpoint, data_dir=config.data_dir, epochs=config.epochs,
+    data = {f.name: getattr(config, f.name) for f in dataclasses.fields(DataOptions)} if task == config.tasks[0] \
+        else {"data_dir": config.data_dir}
+    common = dict(tasks=(task,), checkpoint=config.checkpoint, **data, epochs=config.epochs,
                   limit_train=config.limit_train, limit_eval=config.limit_eval, output=folder, seed=config.seed,
                   progress=config.progress, jit_compile=config.jit_compile)
     if model == "interact":
@@ -65,18 +66,17 @@ def _train(task, model, config):
 
 def run(config: CompareConfig):
     """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
-    from ..train.results import write_results
+    from ..train.results import data_files, write_results
 
     t0 = time.time()
     os.makedirs(config.output, exist_ok=True)
     rows, files, scorers, baselines = [], {}, {}, {}
     for task in config.tasks:
         source = TRANSFER_FROM.get(task, task)
-        data_dir = resolve_data_dir(task, config.data_dir)
-        valid, test = load_task(task, "valid", data_dir).head(config.limit_eval), \
-            load_task(task, "test", data_dir).head(config.limit_eval)
-        log.info("%s valid: %s; test: %s", task, valid.summary(), test.summary())
-        files[task] = {s: {"path": d.path, "sha256": sha256_of(d.path)} for s, d in (("valid", valid), ("test", test))}
+        data = load_splits(task, config.data_dir, splits=("valid", "test"), limit_eval=config.limit_eval,
+                           **config.reading(task))
+        valid, test = data["valid"], data["test"]
+        files[task] = data_files(data)
         curves = {}
         majority = int(np.mean(valid.labels) >= 0.5)  # the trivial predictor: valid's majority class
         baselines[task] = {"majority_class": majority, "test_accuracy": 100 * float(np.mean(test.labels == majority))}

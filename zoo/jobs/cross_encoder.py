@@ -8,14 +8,14 @@ import dataclasses
 import time
 
 from ..config import CROSS_ENCODER_HEADS as HEADS
-from ..config import StreamOptions, TrainOptions, option, output_option
+from ..config import DataOptions, StreamOptions, TrainOptions, option, output_option
 from ..data import load_splits
 from ..errors import ConfigError
 from .common import check_checkpoint, check_tasks, start, streamed_files
 
 
 @dataclasses.dataclass
-class CrossEncoderConfig(TrainOptions, StreamOptions):
+class CrossEncoderConfig(TrainOptions, DataOptions, StreamOptions):
     """Train a cross-encoder (interaction-based matcher) on sentence pairs."""
 
     tasks: tuple = option(("LCQMC",), "the task to train on (one)", aliases=("--task",))
@@ -29,7 +29,8 @@ class CrossEncoderConfig(TrainOptions, StreamOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_tasks(self.tasks)
+        self.check_data()
+        check_tasks(self.tasks, config=self)
         if len(self.tasks) != 1:
             raise ConfigError(f"--tasks: a cross-encoder trains on one task, got {','.join(self.tasks)}")
         check_checkpoint(self.checkpoint)
@@ -52,7 +53,8 @@ def run(config: CrossEncoderConfig):
 
     t0 = time.time()
     checkpoint, output = start(config, f"{config.task}_cross_{config.head}")
-    data = load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval)
+    data = load_splits(config.task, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
+                       **config.reading(config.task))
 
     model = CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
                                      zero_segments=config.zero_segments)
@@ -63,8 +65,8 @@ def run(config: CrossEncoderConfig):
     label_type = "int32" if config.head == "softmax" else "float32"
     if config.streamed:
         batches = streamed_pairs(model.tokenizer, config.task, config.batch_size, config.maxlen,
-                                 lambda y, graded: y.astype(label_type), config.train_files, config.data_dir,
-                                 limit=config.limit_train, length_buckets=config.length_buckets, joint=True,
+                                 lambda y, graded: y.astype(label_type), config.data_dir,
+                                 **config.reading(config.task), limit=config.limit_train, length_buckets=config.length_buckets, joint=True,
                                  zero_segments=config.zero_segments)
     else:
         batches = PairBatches(model.tokenizer, data["train"], config.batch_size, config.maxlen,

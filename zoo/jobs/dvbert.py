@@ -17,14 +17,14 @@ import time
 import numpy as np
 
 from ..config import DVBERT_OBJECTIVES as OBJECTIVES
-from ..config import POOLINGS, TrainOptions, check_warmup, option, output_option
+from ..config import POOLINGS, DataOptions, TrainOptions, check_warmup, option, output_option
 from ..data import load_splits
 from ..errors import ConfigError
 from .common import check_checkpoint, check_tasks, start
 
 
 @dataclasses.dataclass
-class DvBERTConfig(TrainOptions):
+class DvBERTConfig(TrainOptions, DataOptions):
     """DvBERT: distil cross-encoder teachers into a siamese student."""
 
     tasks: tuple = option(("LCQMC",), "the task to train on (one, 0/1 labels)", aliases=("--task",))
@@ -42,7 +42,8 @@ class DvBERTConfig(TrainOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_tasks(self.tasks)
+        self.check_data()
+        check_tasks(self.tasks, config=self)
         if len(self.tasks) != 1:
             raise ConfigError(f"--tasks: DvBERT trains on one task, got {','.join(self.tasks)}")
         check_checkpoint(self.checkpoint)
@@ -70,7 +71,8 @@ def run(config: DvBERTConfig):
 
     t0 = time.time()
     checkpoint, output = start(config, f"{config.task}_dvbert")
-    data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval)
+    data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval,
+                       **config.reading(config.task))
     if not np.all(np.isin(data["train"].labels, (0, 1))):
         raise ConfigError(f"DvBERT here handles binary labels; {config.task} train has other values")
     teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),

@@ -85,6 +85,15 @@ def load_encoder(config):
     return model
 
 
+def inputs_over(model, config):
+    """How many inputs have more tokens than the model's maxlen (cut by --long-text truncate, windowed by chunk):
+    only lines longer than maxlen - 2 characters are tokenized (a character gives at least one piece)."""
+    encoder = getattr(model, "encoder", model)
+    maxlen = config.maxlen or encoder.maxlen
+    long = [t for _, t in iter_lines(config.input, config.column) if len(t) > maxlen - 2]
+    return sum(len(p) + 2 > maxlen for p in encoder.tokenizer.piece_ids(long)) if long else 0, maxlen
+
+
 def embed(model, texts, config):
     return model.encode(texts, batch_size=config.batch_size, show_progress_bar=False, long_text=config.long_text,
                         truncate_dim=config.truncate_dim, precision=config.precision)
@@ -179,6 +188,12 @@ def run(config: EncodeConfig):
     else:
         shutil.rmtree(work, ignore_errors=True)
         meta = _start_work(work, settings, model, config)
+    over, maxlen = inputs_over(model, config)
+    if over:
+        log.info("%d of %d inputs were longer than %d tokens and were %s", over, lines, maxlen,
+                 "cut (--long-text chunk embeds them whole, as overlapping windows)" if config.long_text == "truncate"
+                 else "embedded as overlapping windows (--long-text chunk)")
+    meta["inputs_over_maxlen"] = over
     chunks = -(-lines // config.chunk_size)
     done = done_chunks(work)
     if done:
@@ -203,7 +218,8 @@ def run(config: EncodeConfig):
     seconds = time.time() - started
     log.info("wrote %s: %s %s (%s), %d lines in %.1f s (%.0f lines/s)", config.output, "x".join(map(str, meta["shape"])),
              meta["stored_dtype"], config.model, remaining, seconds, remaining / max(seconds, 1e-9))
-    return {"output": config.output, "shape": meta["shape"], "lines_encoded": remaining, "seconds": seconds}
+    return {"output": config.output, "shape": meta["shape"], "lines_encoded": remaining, "seconds": seconds,
+            "inputs_over_maxlen": over}
 
 
 def _run_workers(config, work, bar):

@@ -7,21 +7,20 @@ import dataclasses
 import os
 import time
 
-from ..config import POOLINGS, option
+from ..config import POOLINGS, DataOptions, option
 from ..data import TASKS, load_splits
 from ..errors import ConfigError
-from .common import check_checkpoint
+from .common import check_checkpoint, check_tasks
 
 
 @dataclasses.dataclass
-class EvaluateConfig:
+class EvaluateConfig(DataOptions):
     """Evaluate a saved model on the valid and test splits of one or more tasks."""
 
     model: str = option(None, "a run folder, zoo preset (folder or name), .keras file or checkpoint folder",
                         required=True)
-    tasks: tuple = option(("LCQMC",), f"tasks to evaluate on: {', '.join(TASKS)}")
-    data_dir: str | None = option(None, "folder with TASK/senteval_cn/TASK.SPLIT.data files (default: the embedded "
-                                        "data/ folder, which holds LCQMC, then ../shared/data)")
+    tasks: tuple = option(("LCQMC",), f"tasks to evaluate on: {', '.join(TASKS)}, or folders of yours under "
+                                      "--data-dir (or --valid and --test)")
     pooling: str | None = option(None, "pooling when MODEL is a checkpoint, not a saved model (default: cls)",
                                  choices=POOLINGS)
     maxlen: int | None = option(None, "tokens per text (default: the model's)")
@@ -30,9 +29,8 @@ class EvaluateConfig:
     output: str | None = option(None, "folder for results.json and results.md (default: none written)")
 
     def __post_init__(self):
-        unknown = [t for t in self.tasks if t not in TASKS]
-        if unknown or not self.tasks:
-            raise ConfigError(f"--tasks: unknown task(s) {unknown}; known: {', '.join(TASKS)}")
+        self.check_data(trains=False)
+        check_tasks(self.tasks, config=self)
         if self.limit_eval is not None and self.limit_eval < 1:
             raise ConfigError(f"--limit-eval must be >= 1, got {self.limit_eval}")
         check_checkpoint(self.model, "--model")
@@ -48,7 +46,8 @@ def run(config: EvaluateConfig):
     model = from_preset(config.model, pooling=config.pooling, maxlen=config.maxlen)
     per_task, files = {}, {}
     for task in config.tasks:
-        data = load_splits(task, config.data_dir, splits=("valid", "test"), limit_eval=config.limit_eval)
+        data = load_splits(task, config.data_dir, splits=("valid", "test"), limit_eval=config.limit_eval,
+                           **config.reading(task))
         per_task[task] = evaluate_task(model, data, config.batch_size)
         files.update({f"{task}.{s}": f for s, f in data_files(data).items()})
     results = {"config": dataclasses.asdict(config), "model_class": type(model).__name__, "data_files": files,

@@ -7,22 +7,24 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..config import POOLINGS, TrainOptions, option
-from ..data import available_tasks, load_task, read_lines, resolve_data_dir, sample_train_texts
+from ..config import POOLINGS, DataOptions, TrainOptions, option
+from ..data import available_tasks, load_splits, read_lines, read_pairs, sample_texts, sample_train_texts
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
-from .common import check_checkpoint, setup_distribution
+from .common import check_checkpoint, check_tasks, setup_distribution
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
 
 
 @dataclasses.dataclass
-class MirrorBertConfig(TrainOptions):
+class MirrorBertConfig(TrainOptions, DataOptions):
     """Mirror-BERT / SimCSE unsupervised sentence encoder."""
 
+    tasks: tuple = option(EVAL_TASKS, "tasks whose test splits are scored before and after training (those found; "
+                                      "their train texts are the default sentences)")
     sentences: str | None = option(None, "a text file, one sentence per line (default: 10,000 random train-split "
-                                         "texts of LCQMC, BQ and STS-B)")
+                                         "texts of --tasks, or of --train)")
     pooling: str = option("mean", "sentence vector", choices=POOLINGS)
     k: int = option(5, "characters of the span to mask; 0 = SimCSE (dropout only)")
     min_chars: int = option(6, "leave shorter strings unmasked (the original: 30)")
@@ -40,6 +42,10 @@ class MirrorBertConfig(TrainOptions):
 
     def __post_init__(self):
         super().__post_init__()
+        self.check_data()
+        check_tasks(self.tasks, config=self)
+        if self.sentences and self.train:
+            raise ConfigError("--sentences and --train: give one (--train: the texts of your pairs)")
         if self.k < 0 or self.batch_size < 2 or self.temperature <= 0:
             raise ConfigError("--k must be >= 0, --batch-size >= 2 and --temperature > 0")
         try:
@@ -59,16 +65,20 @@ def training_sentences(config, tasks):
     n = min(config.limit_train or 10_000, 10_000)
     if config.limit_train:
         log.info("%d training sentences (--limit-train)", n)
+    if config.train:
+        reading = {k: v for k, v in config.reading(config.tasks[0]).items() if k != "files"}
+        return sample_texts(read_pairs(config.train, **reading).texts, n, config.seed)
     return sample_train_texts(tasks, n, config.seed)
 
 
 def evaluation_sets(config, tasks):
-    """({task: test PairDataset}, LCQMC valid), cut to their first ``--limit-eval`` pairs."""
-    tests = {task: load_task(task, "test", folder).head(config.limit_eval) for task, folder in tasks.items()}
-    valid = load_task("LCQMC", "valid", tasks.get("LCQMC") or resolve_data_dir("LCQMC", config.data_dir))
-    valid = valid.head(config.limit_eval)
-    for name, d in [*((f"{t} test", d) for t, d in tests.items()), ("LCQMC valid", valid)]:
-        log.info("%s: %s", name, d.summary())
+    """({task: test PairDataset}, the valid split that keeps an epoch: yours, or LCQMC's), cut to their first
+    ``--limit-eval`` pairs."""
+    tests = {task: load_splits(task, folder, splits=("test",), limit_eval=config.limit_eval,
+                               **config.reading(task))["test"] for task, folder in tasks.items()}
+    selector = config.tasks[0] if config.valid else "LCQMC"
+    valid = load_splits(selector, tasks.get(selector) or config.data_dir, splits=("valid",),
+                        limit_eval=config.limit_eval, **config.reading(selector))["valid"]
     return tests, valid
 
 
@@ -84,7 +94,7 @@ def run(config: MirrorBertConfig):
     t0 = time.time()
     setup_distribution(config)
     start = config.checkpoint or DEFAULT_PRESET
-    tasks = available_tasks(EVAL_TASKS, config.data_dir)
+    tasks = {config.tasks[0]: config.data_dir} if config.valid else available_tasks(config.tasks, config.data_dir)
     sentences = training_sentences(config, tasks)
     keras.utils.set_random_seed(config.seed)
     encoder = SentenceEncoder.from_preset(start, pooling=config.pooling, maxlen=config.maxlen, dropout=config.dropout)

@@ -10,9 +10,8 @@ import collections
 import dataclasses
 import time
 
-from ..config import TrainOptions, option, output_option
-from ..data import (groups_from_positive_pairs, load_splits, load_task, positive_pair_groups, read_synonym_groups,
-                    resolve_data_dir)
+from ..config import DataOptions, TrainOptions, option, output_option
+from ..data import groups_from_positive_pairs, load_splits, positive_pair_groups, training_groups
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import sha256_of
@@ -20,11 +19,11 @@ from .common import check_checkpoint, check_tasks, start
 
 
 @dataclasses.dataclass
-class SimBERTConfig(TrainOptions):
+class SimBERTConfig(TrainOptions, DataOptions):
     """Train SimBERT (UniLM seq2seq + in-batch similarity)."""
 
-    groups: str | None = option(None, 'JSON lines {"text": ..., "synonyms": [...]} (default: groups of the train '
-                                      "positives of --tasks)")
+    groups: str | None = option(None, 'JSON lines {"text": ..., "synonyms": [...]}, as --train (default: groups of '
+                                      "the train positives of --tasks)")
     tasks: tuple = option(("LCQMC", "BQ"), "tasks whose train positives form the default groups")
     batch_size: int = option(64, "groups (pairs) per step; each pair gives two rows")
     maxlen: int = option(32, "tokens per sentence")
@@ -42,8 +41,13 @@ class SimBERTConfig(TrainOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_tasks(self.tasks, "--tasks")
-        check_tasks(self.eval_tasks, "--eval-tasks")
+        if self.groups and self.train:
+            raise ConfigError("--groups and --train: give one (--train takes groups as JSON lines, or pairs)")
+        self.check_data()
+        check_tasks(self.tasks, "--tasks", self)
+        if self.valid:  # a data set of yours: scored on its own test split
+            self.eval_tasks = self.tasks
+        check_tasks(self.eval_tasks, "--eval-tasks", self)
         check_checkpoint(self.checkpoint)
         if self.select not in ("retrieval", "loss"):
             raise ConfigError(f"--select must be 'retrieval' or 'loss', got {self.select!r}")
@@ -60,8 +64,11 @@ def run(config: SimBERTConfig):
 
     t0 = time.time()
     checkpoint, output = start(config, "simbert")
-    if config.groups:
-        groups, files = read_synonym_groups(config.groups), {"groups": config.groups}
+    own = config.groups or config.train
+    reading = config.reading(config.tasks[0])
+    if own:
+        groups = training_groups(own, **{k: v for k, v in reading.items() if k != "files"})
+        files = {"groups" if config.groups else f"{config.tasks[0]}.train": own}
     else:
         groups, files = positive_pair_groups(config.tasks, config.data_dir)
     if config.limit_train and config.limit_train < len(groups):
@@ -71,8 +78,10 @@ def run(config: SimBERTConfig):
         raise ConfigError("no groups of similar sentences to train on")
     log.info("%d groups of similar sentences (%d texts; sizes %s)", len(groups), sum(map(len, groups)),
              dict(sorted(collections.Counter(map(len, groups)).items())[:8]))
-    valid = load_splits("LCQMC", config.data_dir, splits=("valid",), limit_eval=config.limit_eval)["valid"]
-    files["LCQMC.valid"] = valid.path
+    selector = config.tasks[0] if config.valid else "LCQMC"
+    valid = load_splits(selector, config.data_dir, splits=("valid",), limit_eval=config.limit_eval,
+                        **config.reading(selector))["valid"]
+    files[f"{selector}.valid"] = valid.path
 
     model = SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
     trainer = model.loss_model()
@@ -102,12 +111,10 @@ def report(config, checkpoint, output, run, groups, files, t0):
     zero_shot = {}
     for task in config.eval_tasks:
         try:
-            test = load_task(task, "test", resolve_data_dir(task, config.data_dir))
+            test = load_splits(task, config.data_dir, splits=("test",), limit_eval=config.limit_eval,
+                               **config.reading(task))["test"]
         except FileNotFoundError:
             continue
-        if config.limit_eval and config.limit_eval < len(test):
-            test = test.head(config.limit_eval)
-            log.info("%s test: %s (--limit-eval)", task, test.summary())
         files[f"{task}.test"] = test.path
         zero_shot[task] = SpearmanEvaluator(test)(best)["spearman"]
     samples = {text: best.gen_synonyms(text, n=100, k=5, seed=config.seed) for text in config.samples}

@@ -10,8 +10,8 @@ from ..backbone import BertBackbone, backbone_inputs
 from ..heads import HeadSpec
 from ..losses import pair_cosine
 from ..pooling import Pooling
-from ..tokenizer import Tokenizer
-from ..vectors import normalize_rows
+from ..tokenizer import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
+from ..vectors import mean_of_windows, normalize_rows
 from .task import Task
 
 
@@ -66,8 +66,9 @@ class SentenceEncoder(Task):
         Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled; "" encodes
         as ``[CLS] [SEP]``. A text longer than ``maxlen`` tokens (default ``self.maxlen``) is cut
         (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping windows of ``maxlen``
-        tokens (a new window every ``stride`` tokens, default half a window) whose vectors are averaged, each
-        weighted by its token count. ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
+        tokens (a new window every ``stride`` tokens, default half a window) whose L2-normalised vectors are
+        averaged, each weighted by its token count (``zoo.vectors.mean_of_windows``; a served model's
+        ``--long-text chunk`` is the same code). ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
         normalise. ``precision``: "auto" (the fastest path measured close to fp32 on this machine), "fp32" (Keras),
         "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime
         graph, float or statically quantized with calibrated scales); see ``zoo.inference``.
@@ -89,9 +90,7 @@ class SentenceEncoder(Task):
             rows = [self.tokenizer.assemble(p, None, maxlen) for p in pieces]
             out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent", precision=precision)
             if long_text == "chunk":
-                sums = np.zeros((len(texts), out.shape[1]), dtype="float64")
-                np.add.at(sums, owner, out * weights[:, None])
-                out = (sums / np.bincount(owner, weights, minlength=len(texts))[:, None]).astype("float32")
+                out = mean_of_windows(out, owner, weights, len(texts))
         if truncate_dim is not None:
             out = out[:, :truncate_dim]
         if normalize_embeddings:
@@ -123,27 +122,6 @@ class SentenceEncoder(Task):
         if isinstance(x, np.ndarray) and x.dtype != object:
             return normalize_rows(np.atleast_2d(x))
         return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size))
-
-
-def chunk_pieces(pieces, window, stride=None):
-    """Split each text's token ids into windows of ``window`` tokens, a new one every ``stride`` (default
-    window // 2) until the text's end is covered -> (windows, owner text index of each, token count of each)."""
-    if window < 1:
-        raise ValueError(f"maxlen leaves no room for text tokens (window {window})")
-    stride = stride or max(1, window // 2)
-    if not 1 <= stride <= window:
-        raise ValueError(f"stride must be in [1, {window}] (the window), got {stride}")
-    windows, owner, weights = [], [], []
-    for i, ids in enumerate(pieces):
-        starts = range(0, max(len(ids) - window, 0) + stride, stride) if len(ids) > window else [0]
-        for start in starts:
-            part = ids[start:start + window]
-            windows.append(part)
-            owner.append(i)
-            weights.append(max(len(part), 1))
-            if start + window >= len(ids):
-                break
-    return windows, np.asarray(owner), np.asarray(weights, dtype="float64")
 
 
 # ---------------------------------------------------------------------------------- training heads

@@ -18,7 +18,7 @@ from ..errors import CheckpointError, ConfigError
 from ..logs import batch_starts, log, warn_deprecated
 from ..tokenizer import batch_length
 from ..paths import VOCAB_FILE
-from ..presets import load_saved, preset_class_name, save_preset
+from ..presets import load_saved, preset_class_name, recorded_max_input_tokens, save_preset
 
 
 class Task(keras.Model):
@@ -50,7 +50,22 @@ class Task(keras.Model):
             return model
         if stored not in (None, "BertBackbone"):
             log.info("%s holds a %s: building a new %s on its backbone", path, stored, cls.__name__)
-        return cls._from_backbone_preset(path, **kwargs)
+        model = cls._from_backbone_preset(path, **kwargs)
+        if stored is not None:  # a preset's backbone keeps the length it was trained for
+            model.max_input_tokens = recorded_max_input_tokens(path)
+        return model
+
+    @property
+    def max_input_tokens(self):
+        """The longest input, in tokens, this model's weights were trained on (at least ``maxlen``): recorded in its
+        preset's metadata (for the shipped presets the pretraining length of their position embeddings, 128),
+        kept from the backbone preset a model is built on, else ``maxlen``. Exports and ``zoo serve`` take inputs
+        up to it; ``encode`` cuts at ``maxlen`` unless given a longer one."""
+        return max(getattr(self, "_max_input_tokens", None) or 0, self.maxlen)
+
+    @max_input_tokens.setter
+    def max_input_tokens(self, value):
+        self._max_input_tokens = None if value is None else int(value)
 
     @classmethod
     def _from_backbone_preset(cls, path, **kwargs):

@@ -44,6 +44,11 @@ class ServeConfig:
     batch_timeout_ms: float = option(2.0, "how long a batch waits for more requests")
     max_request_batch: int = option(256, "instances allowed in one request")
     max_chars: int = option(4096, "characters allowed in one text")
+    long_text: str = option("refuse", "an input over the model's maxlen tokens: refused with an error naming its "
+                                      "length and the limit (unless the request asks to truncate, as /v1/embeddings' "
+                                      "and /rerank's \"truncate\": true), cut, or embedded as overlapping windows "
+                                      "averaged (chunk, as encode(long_text=\"chunk\"); pairs are never chunked)",
+                            choices=("refuse", "truncate", "chunk"))
     request_timeout_s: float = option(30.0, "seconds a request may take to arrive and to be answered")
     poll_seconds: float = option(2.0, "how often a NAME folder is checked for a new version (0: never)")
     api_key: str | None = option(None, "a key every request must send as 'Authorization: Bearer KEY' (default: "
@@ -86,7 +91,7 @@ def run(config: ServeConfig):
                          max_chars=config.max_chars, verbose=config.verbose,
                          poll_seconds=config.poll_seconds, request_timeout_s=config.request_timeout_s,
                          index=config.index, index_model=config.index_model, api_key=config.api_key,
-                         ui=config.ui, threshold=config.threshold).start()
+                         ui=config.ui, threshold=config.threshold, long_text=config.long_text).start()
     grpc = f", gRPC {config.host}:{server.grpc_port}" if server.grpc_port else ""
     version = f" version {server.version}" if server.version else ""
     print(f"serving {server.name}{version} ({server.path}): REST {server.url}{grpc}", flush=True)

@@ -16,6 +16,7 @@ import numpy as np
 from ..retrieval import SEARCH_MODES
 from ..vectors import normalize_rows
 from .engines import CROSS_ENCODER, EMBEDDING
+from .lengths import TooLong
 from .model import NotFound, RequestError
 
 MAX_PARAPHRASE_SAMPLES = 200
@@ -135,16 +136,27 @@ def list_models(server):
 
 async def embeddings(server, body):
     """OpenAI's embeddings: ``input`` (a string or a list), ``model``, ``encoding_format`` ("float" or "base64":
-    little-endian float32), ``dimensions`` (the first D dimensions, re-normalised), ``user`` (ignored)."""
-    check_fields(body, ("input", "model", "encoding_format", "dimensions", "user"), required=("input", "model"))
+    little-endian float32), ``dimensions`` (the first D dimensions, re-normalised), ``user`` (ignored); zoo's
+    ``truncate`` (true: an input over the model's limit is cut, as ``encode`` does; otherwise the server's
+    ``--long-text`` policy: by default it is refused, naming its length and the limit). ``usage`` counts the
+    tokens embedded."""
+    check_fields(body, ("input", "model", "encoding_format", "dimensions", "user", "truncate"),
+                 required=("input", "model"))
     engine = served(server, body, EMBEDDING, "/v1/embeddings")
     texts = texts_field(server, body["input"], "input")
+    mode = "truncate" if boolean(body, "truncate") else server.long_text
     encoding = body.get("encoding_format") or "float"
     if encoding not in ("float", "base64"):
         raise ApiError(400, f"'encoding_format' must be 'float' or 'base64', got {encoding!r:.40}",
                        param="encoding_format")
     dimensions = integer(body, "dimensions", None, 1, engine.dim)
-    vectors, tokens = await engine.embed(texts)
+    try:
+        vectors, tokens = await engine.embed(texts, mode)
+    except TooLong as e:
+        raise ApiError(400, f"'input'[{e.index}] has {e.tokens} tokens; model {engine.name!r} takes at most {e.limit} "
+                            "tokens per input: shorten it, send \"truncate\": true to cut it, or serve with "
+                            "--long-text chunk to embed it whole", param="input", code="context_length_exceeded") \
+            from None
     vectors = np.asarray(vectors, dtype="float32")
     if dimensions is not None:
         vectors = normalize_rows(vectors[:, :dimensions])
@@ -158,8 +170,9 @@ async def embeddings(server, body):
 
 # ------------------------------------------------------------------------------ text-embeddings-inference
 async def rerank(server, body):
-    """TEI's rerank: ``query``, ``texts``, ``raw_scores``, ``return_text``, ``truncate`` (texts are always cut
-    to the model's maxlen), ``truncation_direction`` ("Right"); zoo's ``model`` picks a cross-encoder. Answers
+    """TEI's rerank: ``query``, ``texts``, ``raw_scores``, ``return_text``, ``truncate`` (true: a (query, text)
+    pair over the model's limit is cut; otherwise it is refused with 413, as TEI does, unless the server runs
+    ``--long-text truncate``), ``truncation_direction`` ("Right"); zoo's ``model`` picks a cross-encoder. Answers
     [{"index", "score"[, "text"]}] best first."""
     check_fields(body, ("query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction", "model"),
                  required=("query", "texts"))
@@ -167,13 +180,17 @@ async def rerank(server, body):
     query = string_field(body, "query")
     texts = texts_field(server, body["texts"], "texts", allow_empty=False)
     raw, with_text = boolean(body, "raw_scores"), boolean(body, "return_text")
-    boolean(body, "truncate")
+    mode = "truncate" if boolean(body, "truncate") or server.long_text == "truncate" else "refuse"
     if body.get("truncation_direction", "Right") != "Right":
         raise ApiError(400, "'truncation_direction': only 'Right' is supported (zoo keeps a text's first tokens)",
                        param="truncation_direction")
     if len(query) > server.max_chars:
         raise ApiError(400, f"'query' has {len(query)} characters; the limit is {server.max_chars}", param="query")
-    scores, _ = await engine.score([(query, t) for t in texts])
+    try:
+        scores, _ = await engine.score([(query, t) for t in texts], mode)
+    except TooLong as e:
+        raise ApiError(413, f"Input validation error: the query and texts[{e.index}] make {e.tokens} tokens; model "
+                            f"{engine.name!r} takes at most {e.limit}: send \"truncate\": true to cut them") from None
     scores = engine.scores(np.asarray(scores, "float32"), raw)
     order = np.argsort(-scores, kind="stable")
     return [{"index": int(i), "score": float(scores[i]), **({"text": texts[i]} if with_text else {})}
@@ -210,7 +227,7 @@ async def search(server, body):
         if server.index_engine is None:
             raise ApiError(400, f"mode {mode!r} embeds the query, and this server serves no sentence encoder: use "
                                 f"mode 'lexical'", param="mode")
-        vectors, _ = await server.index_engine.embed([query])
+        vectors, _ = await server.index_engine.embed([query], server.long_text)
     try:
         hits = await run_in_threadpool(server.search_index, query, top_k, mode, weight, vectors, options)
     except ValueError as e:

@@ -17,6 +17,7 @@ import numpy as np
 from ..heads import HeadSpec
 from ..logs import log
 from ..paths import EXPORT_MANIFEST, RESULTS_JSON
+from .lengths import TooLong, first_over, token_counts, tokens_embedded
 from .model import RequestError, ServedModel, find_version
 
 EMBEDDING, CROSS_ENCODER, OTHER = "embedding", "cross-encoder", "other"
@@ -50,7 +51,7 @@ class Engine:
     """The common part: ``kind`` (EMBEDDING, CROSS_ENCODER or OTHER), ``dim``, ``head`` (a cross-encoder's
     "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
 
-    kind, dim, head, paraphrases, source = OTHER, None, None, False, ""
+    kind, dim, head, paraphrases, source, limit = OTHER, None, None, False, "", None
 
     def __init__(self, name, thresholds=None):
         self.name, self.thresholds = name, dict(thresholds or {})
@@ -59,7 +60,7 @@ class Engine:
         """This model in ``GET /v1/models`` (OpenAI's fields, zoo's under ``zoo``)."""
         return {"id": self.name, "object": "model", "created": 0, "owned_by": "zoo",
                 "zoo": {"kind": self.kind, "dim": self.dim, "head": self.head, "thresholds": self.thresholds,
-                        "paraphrases": self.paraphrases, "source": self.source}}
+                        "paraphrases": self.paraphrases, "source": self.source, "max_input_tokens": self.limit}}
 
     def need(self, kind, route):
         if self.kind != kind:
@@ -129,6 +130,7 @@ class ExportedEngine(Engine):
             described = {}
         spec = HeadSpec.from_record(described)  # None for an export of an older zoo: its head is still recorded
         self.source, self.head, self.kind = self.path, spec.head if spec else described.get("head"), OTHER
+        self.limit = self.model.limit
         if sig is not None and "tokenize" in self.model.signatures:
             if list(sig.inputs) == ["text"] and sig.outputs == ["embedding"]:
                 self.kind = EMBEDDING
@@ -136,25 +138,31 @@ class ExportedEngine(Engine):
             elif list(sig.inputs) == ["text_a", "text_b"] and sig.outputs == ["score"]:
                 self.kind = CROSS_ENCODER
 
-    async def embed(self, texts):
-        """(L2-normalised vectors [n, dim], tokens per text) through the batcher."""
-        from starlette.concurrency import run_in_threadpool
-
+    async def embed(self, texts, long_text=None):
+        """(L2-normalised vectors [n, dim], tokens embedded per text) through the batcher; ``long_text``: the
+        length policy (default the server's, ``zoo.serving.lengths``)."""
         model = self.model
         arrays = {"text": _strings(texts)}
-        out = await self.server.predict_async(model, model.signatures["text"], arrays)
-        tokens = await run_in_threadpool(model.signatures["tokenize"], arrays)
-        return out["embedding"], tokens["padding_mask"].sum(axis=1).tolist()
+        out = await self.server.predict_async(model, model.signatures["text"], arrays, long_text)
+        return out["embedding"], await self._tokens(arrays, long_text or self.server.long_text)
 
-    async def score(self, pairs):
-        """(CrossEncoder.score's scores [n], tokens per pair)."""
+    async def score(self, pairs, long_text=None):
+        """(CrossEncoder.score's scores [n], tokens per pair); pairs are never chunked."""
+        model = self.model
+        arrays = {"text_a": _strings([a for a, _ in pairs]), "text_b": _strings([b for _, b in pairs])}
+        mode = "refuse" if (long_text or self.server.long_text) == "chunk" else long_text
+        out = await self.server.predict_async(model, model.signatures["text"], arrays, mode)
+        return out["score"], await self._tokens(arrays, "truncate")
+
+    async def _tokens(self, arrays, mode):
         from starlette.concurrency import run_in_threadpool
 
         model = self.model
-        arrays = {"text_a": _strings([a for a, _ in pairs]), "text_b": _strings([b for _, b in pairs])}
-        out = await self.server.predict_async(model, model.signatures["text"], arrays)
-        tokens = await run_in_threadpool(model.signatures["tokenize"], arrays)
-        return out["score"], tokens["padding_mask"].sum(axis=1).tolist()
+        if model.tokenizer is None:  # an older export: what its graph's tokenizer kept
+            tokens = await run_in_threadpool(model.signatures["tokenize"], arrays)
+            return tokens["padding_mask"].sum(axis=1).tolist()
+        texts = [[v.decode("utf-8") for v in a] for a in arrays.values()]
+        return tokens_embedded(model.tokenizer, model.limit, *texts, chunk=mode == "chunk")
 
 
 class PresetEngine(Engine):
@@ -173,10 +181,12 @@ class PresetEngine(Engine):
             spec = self.model.head_spec()
         except (AttributeError, TypeError):  # a model that serves nothing (e.g. a pretrainer)
             spec = None
+        self.limit = getattr(self.model, "maxlen", None)  # a cross-encoder's pairs are cut at its maxlen
         if spec is not None and spec.output == "score":
             self.kind, self.head = CROSS_ENCODER, spec.head
         elif spec is not None:
             self.kind, self.dim = EMBEDDING, int(self.model.dim)
+            self.limit = getattr(self.model, "max_input_tokens", self.limit)  # embeds up to its trained length
             self.paraphrases = isinstance(self.model, SimBERT)
         if not self.thresholds:
             try:
@@ -188,24 +198,31 @@ class PresetEngine(Engine):
         with self._lock:
             return fn(*args)
 
-    def _tokens(self, texts, texts_b=None):
-        tok, maxlen = self.model.tokenizer, self.model.maxlen
-        pieces = [len(p) for p in tok.piece_ids(texts)]
-        if texts_b is None:
-            return [min(n + 2, maxlen) for n in pieces]
-        return [min(n + m + 3, maxlen) for n, m in zip(pieces, (len(p) for p in tok.piece_ids(texts_b)))]
+    def _check(self, field, texts, texts_b, mode):
+        """TooLong for the first input over the model's maxlen, unless ``mode`` cuts or chunks it."""
+        if mode in ("truncate", "chunk") and (texts_b is None or mode == "truncate"):
+            return
+        over = first_over(token_counts(self.model.tokenizer, texts, texts_b), self.limit)
+        if over is not None:
+            raise TooLong(field, over[0], over[1], self.limit, "send shorter texts, or serve with --long-text "
+                          + ("truncate or chunk" if texts_b is None else "truncate"))
 
-    async def embed(self, texts):
+    async def embed(self, texts, long_text="refuse"):
         from starlette.concurrency import run_in_threadpool
 
-        vectors = await run_in_threadpool(self._run, lambda: self.model.encode(texts, show_progress_bar=False))
-        return vectors, self._tokens(texts)
+        self._check("input 'text'", texts, None, long_text)
+        chunk = long_text == "chunk"
+        vectors = await run_in_threadpool(self._run, lambda: self.model.encode(
+            texts, show_progress_bar=False, long_text="chunk" if chunk else "truncate", maxlen=self.limit))
+        return vectors, tokens_embedded(self.model.tokenizer, self.limit, texts, chunk=chunk)
 
-    async def score(self, pairs):
+    async def score(self, pairs, long_text="refuse"):
         from starlette.concurrency import run_in_threadpool
 
+        a, b = [a for a, _ in pairs], [b for _, b in pairs]
+        self._check("inputs 'text_a' + 'text_b'", a, b, long_text)
         scores = await run_in_threadpool(self._run, lambda: self.model.score(pairs, show_progress_bar=False))
-        return scores, self._tokens([a for a, _ in pairs], [b for _, b in pairs])
+        return scores, tokens_embedded(self.model.tokenizer, self.limit, a, b)
 
     async def paraphrase(self, text, n, k, seed=None):
         from starlette.concurrency import run_in_threadpool

@@ -86,8 +86,11 @@ class ServedModel:
         self.name, self.version, self.path = name, version, path
         self.max_request_batch, self.max_chars = max_request_batch, max_chars
         manifest = os.path.join(path, EXPORT_MANIFEST)
+        record = {}
         if os.path.exists(manifest):  # written by `zoo export`; TF Serving ignores it
-            check_manifest(path, read_json_file(manifest, "an export's manifest").get("files"), EXPORT_MANIFEST)
+            record = read_json_file(manifest, "an export's manifest")
+            check_manifest(path, record.get("files"), EXPORT_MANIFEST)
+        self.tokenizer, self.limit = self._length_tools(path, record)
         if os.path.exists(os.path.join(path, "model.onnx")) and not os.path.exists(os.path.join(path, "saved_model.pb")):
             self._module, self.signatures = None, onnx_signatures(path)
             for sig in self.signatures.values():  # warm-up, and the output shapes for the metadata
@@ -105,6 +108,23 @@ class ServedModel:
         for sig in self.signatures.values():  # warm-up: the first call of a loaded function is slow
             if sig.strings_in:
                 sig({k: np.array([b"warm up"], object) for k in sig.inputs})
+
+    @staticmethod
+    def _length_tools(path, record):
+        """(zoo.Tokenizer, maxlen) of an export that records them (``zoo.serving.lengths`` counts and windows
+        over-long inputs with them); (None, None) for an older export, whose over-long inputs the graph cuts."""
+        from ..paths import VOCAB_FILE
+        from ..tokenizer import Tokenizer
+
+        if not record.get("maxlen") or not os.path.exists(os.path.join(path, VOCAB_FILE)):
+            if os.path.exists(os.path.join(path, "saved_model.pb")):
+                from ..logs import log
+
+                log.warning("%s: this export records no tokenizer and maxlen (written by an older zoo): inputs over "
+                            "its maxlen are cut without notice; export it again to have them refused or chunked",
+                            path)
+            return None, None
+        return Tokenizer.from_preset(path), int(record["maxlen"])
 
     def check_model(self, name, version=None):
         if name != self.name:

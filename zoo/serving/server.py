@@ -8,9 +8,12 @@ import re
 import socket
 import threading
 
+import numpy as np
+
 from ..errors import require
 from ..logs import log
 from .batcher import Batcher
+from .lengths import LONG_TEXT, combine_windows, length_plan, window_slices
 from .model import NotFound
 
 
@@ -27,7 +30,9 @@ class ModelServer:
     above which the page calls two texts the same (default: what the model's folder records, if anything).
     ``port`` / ``grpc_port``: 0 picks a free port (read ``rest_port`` / ``grpc_port`` after ``start``);
     ``grpc_port=None`` disables gRPC. Limits: ``max_request_batch`` rows per request, ``max_chars``
-    characters per text, ``max_body_bytes`` per request; ``request_timeout_s`` for a body to arrive and for
+    characters per text, ``max_body_bytes`` per request; ``long_text``: what an input over the model's maxlen
+    tokens gets ("refuse": an error naming its length, unless the request asks to truncate; "truncate"; "chunk":
+    embedded as overlapping windows, ``zoo.serving.lengths``); ``request_timeout_s`` for a body to arrive and for
     the model to answer (HTTP 408 / 503, gRPC DEADLINE_EXCEEDED past the client's own deadline). Like TF Serving,
     a ``<base>/<name>`` folder is watched every ``poll_seconds`` (0: never): a new, higher version is loaded and
     checked in the background and then served; requests in flight finish on the version they started on; a version
@@ -40,14 +45,16 @@ class ModelServer:
     def __init__(self, model_dir=None, name="default", host="127.0.0.1", port=8501, grpc_port=None,
                  max_batch_size=64, batch_timeout_ms=2.0, max_request_batch=256, max_chars=4096,
                  max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0, request_timeout_s=30.0, models=None,
-                 index=None, index_model=None, api_key=None, ui=False, threshold=None):
+                 index=None, index_model=None, api_key=None, ui=False, threshold=None, long_text="refuse"):
         sources = ({name: model_dir} if model_dir is not None else {}) | dict(models or {})
         if not sources:
             raise ValueError("nothing to serve: give model_dir or models={name: folder}")
         for n in sources:
             if not isinstance(n, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", n):
                 raise ValueError(f"model name {n!r}: use letters, digits, '_', '-', '.'")
-        self.sources, self.host = sources, host
+        if long_text not in LONG_TEXT:
+            raise ValueError(f"long_text must be one of {LONG_TEXT}, got {long_text!r}")
+        self.sources, self.host, self.long_text = sources, host, long_text
         self.index_dir, self.index_model, self.api_key, self.ui = index, index_model, api_key, ui
         self.threshold = threshold
         self.poll_seconds, self.request_timeout_s = poll_seconds, request_timeout_s
@@ -219,18 +226,32 @@ class ModelServer:
         return f"http://{self.host}:{self.rest_port}/v1"
 
     # ------------------------------------------------------------------ predictions
-    def predict(self, model, sig, arrays, timeout=None):
-        """Checked inputs {name: array} -> outputs {name: array}; batchable signatures go through the batcher."""
+    def predict(self, model, sig, arrays, timeout=None, long_text=None):
+        """Checked inputs {name: array} -> outputs {name: array}; batchable signatures go through the batcher.
+        Texts over the model's limit: ``long_text`` (default the server's ``--long-text``) refuses them (TooLong),
+        cuts them, or embeds them as windows (``zoo.serving.lengths``)."""
         rows = model.check_inputs(sig, arrays)
+        plan = length_plan(model, sig, arrays, long_text or self.long_text)
+        if plan is not None:
+            ids = model.signatures["ids"]
+            parts = [self.predict(model, ids, part, timeout, "truncate")["embedding"]
+                     for part in window_slices(plan, self.max_request_batch)]
+            return {"embedding": combine_windows(np.concatenate(parts), plan["owner"], plan["weights"], plan["n"])}
         if sig.batchable:
             return self._batcher.submit(sig, arrays, rows).result(timeout or self.request_timeout_s)
         return sig(arrays)
 
-    async def predict_async(self, model, sig, arrays):
+    async def predict_async(self, model, sig, arrays, long_text=None):
         """``predict`` for the event loop: waits without blocking it."""
         from starlette.concurrency import run_in_threadpool
 
         rows = model.check_inputs(sig, arrays)
+        plan = length_plan(model, sig, arrays, long_text or self.long_text)
+        if plan is not None:
+            ids = model.signatures["ids"]
+            parts = [(await self.predict_async(model, ids, part, "truncate"))["embedding"]
+                     for part in window_slices(plan, self.max_request_batch)]
+            return {"embedding": combine_windows(np.concatenate(parts), plan["owner"], plan["weights"], plan["n"])}
         if sig.batchable:
             return await asyncio.wrap_future(self._batcher.submit(sig, arrays, rows))
         return await run_in_threadpool(sig, arrays)

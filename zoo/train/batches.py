@@ -158,8 +158,9 @@ class StreamingPairBatches:
     at construction gives ``n`` and checks every line (a bad one raises DataError naming file and line)."""
 
     def __init__(self, tokenizer, paths, batch_size, maxlen, labels=None, window=50, length_buckets=True, joint=False,
-                 zero_segments=False, limit=None):
+                 zero_segments=False, limit=None, columns=None, label_kind="auto", skip_bad_lines=False):
         self.tokenizer, self.batch_size, self.maxlen, self.window = tokenizer, batch_size, maxlen, window
+        self.reading = {"columns": columns, "labels": label_kind, "skip_bad_lines": skip_bad_lines}
         self.length_buckets = length_buckets
         self.joint, self.zero_segments, self.label_fn, self.limit = joint, zero_segments, labels, limit
         self.paths = pair_files(paths)
@@ -178,7 +179,7 @@ class StreamingPairBatches:
         """(text_a, text_b, label) of the files in ``order``, up to ``limit`` pairs."""
         count = 0
         for k in order:
-            for row in iter_pairs(self.paths[k]):
+            for row in iter_pairs(self.paths[k], **self.reading):
                 if self.limit is not None and count >= self.limit:
                     return
                 count += 1
@@ -217,17 +218,20 @@ class StreamingPairBatches:
                           self.zero_segments)
 
 
-def streamed_pairs(tokenizer, task, batch_size, maxlen, labels, train_files=(), data_dir=None, **kwargs):
-    """``StreamingPairBatches`` over ``train_files``, or else ``task``'s train file (in ``data_dir``, as
-    ``zoo.data.resolve_data_dir``); ``labels(y, graded)`` maps each batch's labels (``graded``: the files hold
-    labels above 1, as STS-B's 0-5); ``kwargs`` go to ``StreamingPairBatches`` (``limit``, ``length_buckets``,
-    ``joint``, ...)."""
+def streamed_pairs(tokenizer, task, batch_size, maxlen, label_fn, data_dir=None, files=None, columns=None,
+                   labels="auto", skip_bad_lines=False, **kwargs):
+    """``StreamingPairBatches`` over ``files["train"]`` (your file, folder or list of them), or else ``task``'s
+    train file (in ``data_dir``, as ``zoo.data.resolve_data_dir``); ``label_fn(y, graded)`` maps each batch's labels
+    (``graded``: the files hold labels above 1, as STS-B's 0-5, or ``labels="graded"``); ``columns``, ``labels``,
+    ``skip_bad_lines`` as ``zoo.data.read_pairs`` (``DataOptions.reading`` gives them); ``kwargs`` go to
+    ``StreamingPairBatches`` (``limit``, ``length_buckets``, ``joint``, ...)."""
     from ..data import resolve_data_dir, task_file
 
-    paths = train_files or [task_file(task, "train", resolve_data_dir(task, data_dir))]
-    source = StreamingPairBatches(tokenizer, paths, batch_size, maxlen, **kwargs)
-    graded = source.max_label > 1
-    source.label_fn = lambda y: labels(y, graded)
+    paths = (files or {}).get("train") or [task_file(task, "train", resolve_data_dir(task, data_dir))]
+    source = StreamingPairBatches(tokenizer, paths, batch_size, maxlen, columns=columns, label_kind=labels,
+                                  skip_bad_lines=skip_bad_lines, **kwargs)
+    graded = source.max_label > 1 or labels == "graded"
+    source.label_fn = lambda y: label_fn(y, graded)
     return source
 
 

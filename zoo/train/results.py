@@ -29,8 +29,11 @@ def versions():
 
 
 def data_files(datasets):
-    """{name: path, sha256, pairs, duplicates, bad lines} of PairDatasets, for results.json."""
-    return {name: {"path": os.path.abspath(d.path), "sha256": sha256_of(d.path), "pairs": len(d),
+    """{name: path, format, sha256, pairs (and the file's total when cut), triplets, label kind, duplicates, bad
+    lines} of PairDatasets, for results.json: what each split was read from."""
+    return {name: {"path": os.path.abspath(d.path), "format": d.format, "sha256": sha256_of(d.path), "pairs": len(d),
+                   **({"pairs_in_file": d.total} if d.total is not None else {}),
+                   **({"triplets": d.triplets} if d.triplets else {}), "labels": d.label_kind,
                    "duplicates": d.duplicates, "bad_lines": d.bad_lines} for name, d in datasets.items()}
 
 
