@@ -403,8 +403,10 @@ def hf_to_google_arrays(state, num_layers):
             for h, g, t in hf_google_pairs(num_layers)}
 
 
-def write_google_checkpoint(arrays, folder, config, vocab_tokens=None):
-    """A Google TF1 BERT folder: ``bert_config.json`` + ``bert_model.ckpt.*`` (tf.compat.v1 Saver)."""
+def write_google_checkpoint(arrays, folder, config, vocab_tokens=None, prefix="bert_model.ckpt",
+                            config_name="bert_config.json"):
+    """A Google TF1 folder: ``bert_config.json`` + ``bert_model.ckpt.*`` (tf.compat.v1 Saver); other releases name
+    them otherwise (``prefix``, ``config_name``)."""
     import json
 
     import tensorflow as tf
@@ -412,8 +414,8 @@ def write_google_checkpoint(arrays, folder, config, vocab_tokens=None):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     variables = {name: tf.Variable(a, name=name.replace("/", "_")) for name, a in arrays.items()}
-    tf.compat.v1.train.Saver(var_list=variables).save(None, str(folder / "bert_model.ckpt"))
-    (folder / "bert_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    tf.compat.v1.train.Saver(var_list=variables).save(None, str(folder / prefix))
+    (folder / config_name).write_text(json.dumps(config, indent=2), encoding="utf-8")
     if vocab_tokens is not None:
         (folder / "vocab.txt").write_text("\n".join(vocab_tokens) + "\n", encoding="utf-8")
     return folder

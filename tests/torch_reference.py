@@ -174,8 +174,143 @@ def op_save_views(args, batch=None, state=None):
     return {k: v.float().numpy() if v.dtype == torch.bfloat16 else v.numpy() for k, v in tensors.items()}
 
 
+def op_build_family(args, batch=None, state=None):
+    """A random transformers model of another family (``model``: e.g. "AlbertForPreTraining", ``config_class``:
+    e.g. "AlbertConfig", ``config``), every parameter perturbed by ``scale``, saved with save_pretrained to
+    ``folder``. Returns its ``state/NAME`` arrays and, on ``batch``: sequence_output, hidden_state_I, pooled_output
+    (where the family has a pooler) and mlm_logits (where the model has an MLM head)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(args.get("seed", 0))
+    config = getattr(transformers, args["config_class"])(**args["config"])
+    model = getattr(transformers, args["model"])(config)
+    frozen = {name: p.detach().clone() for name, p in model.named_parameters() if not p.requires_grad}
+    model = _randomize(model, args.get("seed", 0), args.get("scale", 0.05))
+    with torch.no_grad():  # fixed tables (RoFormer's sinusoids) stay as the model computes them
+        for name, p in model.named_parameters():
+            if name in frozen:
+                p.copy_(frozen[name])
+    model.save_pretrained(args["folder"])
+    out = {f"state/{k}": v.detach().numpy() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        ids, seg, mask = (torch.as_tensor(np.asarray(batch[k]), dtype=torch.long)
+                          for k in ("token_ids", "segment_ids", "padding_mask"))
+        result = model.base_model(input_ids=ids, token_type_ids=seg, attention_mask=mask, output_hidden_states=True)
+        hidden = result.last_hidden_state
+        out["sequence_output"] = hidden.numpy()
+        for i, h in enumerate(result.hidden_states):
+            out[f"hidden_state_{i}"] = h.numpy()
+        if getattr(result, "pooler_output", None) is not None:
+            out["pooled_output"] = result.pooler_output.numpy()
+        if hasattr(model, "cls"):  # BERT-style MLM head (RoFormer, ERNIE)
+            head = model.cls.predictions if hasattr(model.cls, "predictions") else model.cls
+            out["mlm_logits"] = head(hidden).numpy()
+        elif hasattr(model, "predictions"):  # ALBERT
+            out["mlm_logits"] = model.predictions(hidden).numpy()
+        elif hasattr(model, "generator_predictions"):  # an ELECTRA generator
+            out["mlm_logits"] = model.generator_lm_head(model.generator_predictions(hidden)).numpy()
+    return out
+
+
+def op_st_folder(args, batch=None, state=None):
+    """sentence-transformers folders around one random tiny BERT (``config``, ``seed``, ``scale``; vocabulary
+    ``vocab``, a vocab.txt), written by sentence-transformers' own classes and ``SentenceTransformer.save``, one per
+    entry of ``folders``: {``name``, ``folder``, ``pooling_mode`` (a mode or a list), ``dense`` (a list of
+    {``out``, ``activation``: a torch.nn class name, ``bias``}), ``normalize``, ``max_seq_length``, ``legacy``: the
+    layout of older sentence-transformers releases (the Transformer in ``0_Transformer/`` with max_seq_length and
+    do_lower_case in its sentence_bert_config.json, ``sentence_transformers.models.*`` module types, the
+    ``pooling_mode_*`` flags, Dense weights in pytorch_model.bin)}. Each folder is loaded back with ``SentenceTransformer(folder)``; returns, per name,
+    its ``encode(texts, convert_to_numpy=True)``."""
+    import shutil
+    import warnings
+
+    import torch
+    import transformers
+
+    warnings.simplefilter("ignore")
+    from sentence_transformers import SentenceTransformer, models
+
+    torch.manual_seed(args.get("seed", 0))
+    base = os.path.join(os.path.dirname(args["folders"][0]["folder"]), "st_base_bert")
+    model = _randomize(transformers.BertModel(transformers.BertConfig(**args["config"])), args.get("seed", 0),
+                       args.get("scale", 0.05))
+    model.save_pretrained(base)
+    shutil.copy(args["vocab"], os.path.join(base, "vocab.txt"))
+    transformers.BertTokenizer(os.path.join(base, "vocab.txt"), do_lower_case=True).save_pretrained(base)
+    out = {}
+    for spec in args["folders"]:
+        folder = spec["folder"]
+        transformer = models.Transformer(base, max_seq_length=spec["max_seq_length"])
+        width = transformer.get_embedding_dimension()
+        modules = [transformer, models.Pooling(width, pooling_mode=spec["pooling_mode"])]
+        width = modules[-1].get_embedding_dimension()
+        for dense in spec.get("dense", ()):
+            modules.append(models.Dense(width, dense["out"], bias=dense.get("bias", True),
+                                        activation_function=getattr(torch.nn, dense["activation"])()))
+            with torch.no_grad():  # a fresh layer's bias is near 0: perturb every weight
+                for p in modules[-1].parameters():
+                    p.add_(torch.randn(p.shape) * 0.1)
+            width = dense["out"]
+        if spec.get("normalize"):
+            modules.append(models.Normalize())
+        SentenceTransformer(modules=modules, device="cpu").save(folder)
+        shutil.copy(args["vocab"], os.path.join(folder, "vocab.txt"))  # as the bge / text2vec / m3e folders have
+        if spec.get("legacy"):
+            _legacy_layout(folder, spec)
+        loaded = SentenceTransformer(folder, device="cpu")
+        out[spec["name"]] = loaded.encode(args["texts"], convert_to_numpy=True, batch_size=4)
+    return out
+
+
+def _legacy_layout(folder, spec):
+    """Rewrite a folder saved by sentence-transformers 5+ as older releases wrote it (bge-*-zh, text2vec, m3e)."""
+    inner = os.path.join(folder, "0_Transformer")
+    os.makedirs(inner)
+    with open(os.path.join(folder, "modules.json"), encoding="utf-8") as f:
+        modules = json.load(f)
+    kept = {m["path"] for m in modules if m["path"]} | {"modules.json", "README.md", "0_Transformer",
+                                                         "config_sentence_transformers.json"}
+    for name in os.listdir(folder):
+        if name not in kept:
+            os.rename(os.path.join(folder, name), os.path.join(inner, name))
+    for m in modules:
+        m["type"] = "sentence_transformers.models." + m["type"].rsplit(".", 1)[-1]
+        m["path"] = m["path"] or "0_Transformer"
+        weights = os.path.join(folder, m["path"], "model.safetensors")
+        if m["type"].endswith(".Dense") and os.path.exists(weights):  # older releases wrote pytorch_model.bin
+            import torch
+            from safetensors.torch import load_file
+
+            torch.save(load_file(weights), os.path.join(folder, m["path"], "pytorch_model.bin"))
+            os.remove(weights)
+    with open(os.path.join(folder, "modules.json"), "w", encoding="utf-8") as f:
+        json.dump(modules, f)
+    with open(os.path.join(inner, "sentence_bert_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"max_seq_length": spec["max_seq_length"], "do_lower_case": False}, f)
+    config_path = os.path.join(inner, "tokenizer_config.json")
+    with open(config_path, encoding="utf-8") as f:
+        tokenizer_config = json.load(f)
+    tokenizer_config["model_max_length"] = 512  # what bge's says; sentence_bert_config.json's length wins
+    with open(config_path, "w", encoding="utf-8") as f:
+        json.dump(tokenizer_config, f)
+    pooling_path = os.path.join(folder, "1_Pooling", "config.json")
+    with open(pooling_path, encoding="utf-8") as f:
+        pooling = json.load(f)
+    modes = pooling["pooling_mode"]
+    modes = [modes] if isinstance(modes, str) else modes
+    flags = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens", "mean": "pooling_mode_mean_tokens",
+             "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+             "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
+    legacy = {"word_embedding_dimension": pooling["embedding_dimension"]}
+    legacy.update({flag: mode in modes for mode, flag in flags.items()})
+    with open(pooling_path, "w", encoding="utf-8") as f:
+        json.dump(legacy, f)
+
+
 OPS = {"build": op_build, "from_pretrained": op_from_pretrained, "torch_load": op_torch_load,
-       "save_views": op_save_views}
+       "save_views": op_save_views, "build_family": op_build_family,
+       "st_folder": op_st_folder}
 
 
 def main(op, folder):

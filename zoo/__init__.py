@@ -3,7 +3,8 @@
 One loading verb, ``Class.from_preset(path)`` (``BertBackbone``, ``Tokenizer``, ``SentenceEncoder``,
 ``CrossEncoder``, ``SimBERT``), or ``zoo.from_preset(path)`` for whatever task model a preset holds, and one saving
 verb, ``model.save_to_preset(folder)``. ``path`` is a preset name, a zoo preset or run folder, a ``.keras`` file,
-a Google TF1 folder or ckpt prefix, or a transformers folder.
+a TF1 folder or ckpt prefix, a transformers folder, a sentence-transformers folder or a keras-hub preset, of BERT or
+a relative (RoFormer, ALBERT, ELECTRA, ERNIE: ``zoo.backbones``).
 
 ``import zoo`` is light: TensorFlow and Keras load when a model, a loss or a job is first used (``zoo --help``
 answers without them). zoo's Keras classes are registered with Keras as soon as Keras is imported, so
@@ -19,23 +20,24 @@ from .errors import CheckpointError, ConfigError, DataError, ZooError
 
 # public name -> the module that defines it (imported on first use)
 _PUBLIC = {
-    "BertBackbone": "backbone", "Tokenizer": "tokenizer", "simplify_vocab": "tokenizer",
+    "BertBackbone": "backbones", "RoFormerBackbone": "backbones", "AlbertBackbone": "backbones",
+    "ElectraBackbone": "backbones", "ErnieBackbone": "backbones", "Tokenizer": "tokenizer", "simplify_vocab": "tokenizer",
     "SentenceEncoder": "models", "CrossEncoder": "models", "SimBERT": "models", "Task": "models",
     "from_preset": "models", "save_google_checkpoint": "checkpoints", "DEFAULT_ENCODER": "paths",
     "DEFAULT_PRESET": "paths", "available_presets": "paths", "job": "cli",
 }
 # deprecated name -> (replacement, module, attribute): removed in zoo 0.4
 _DEPRECATED = {
-    "load_backbone": ("zoo.BertBackbone.from_preset", "backbone", "BertBackbone.from_preset"),
+    "load_backbone": ("zoo.BertBackbone.from_preset", "backbones", "BertBackbone.from_preset"),
     "load_tokenizer": ("zoo.Tokenizer.from_preset", "tokenizer", "Tokenizer.from_preset"),
     "load_model": ("zoo.from_preset", "presets", "load_saved"),
     "save_preset": ("model.save_to_preset(folder)", "presets", "save_preset"),
     "load_preset": ("zoo.from_preset", None, None),
 }
-_SUBMODULES = ("attention_masks", "augment", "autotune", "backbone", "checkpoints", "cli", "config", "corpus", "data",
+_SUBMODULES = ("attention_masks", "augment", "autotune", "backbone", "backbones", "checkpoints", "cli", "config", "corpus", "data",
                "distribute", "errors", "evaluation", "export", "fused_onnx", "generation", "heads", "inference", "jobs",
                "lexical", "logs", "losses", "milvus_index", "models", "onnx_graphs", "paths", "pooling", "presets",
-               "pretraining_data", "retrieval", "serving", "tokenizer", "train", "vector_index", "vectors")
+               "pretraining_data", "retrieval", "rotary", "serving", "tokenizer", "train", "vector_index", "vectors")
 
 
 def __getattr__(name):
@@ -75,8 +77,8 @@ def __dir__():
     return sorted(set(globals()) | set(_PUBLIC) | set(_SUBMODULES))
 
 
-__all__ = ["BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET",
-           "DataError", "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets",
+__all__ = ["AlbertBackbone", "BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET",
+           "DataError", "ElectraBackbone", "ErnieBackbone", "RoFormerBackbone", "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets",
            "from_preset", "job", "save_google_checkpoint", "simplify_vocab"]
 
 from . import _keras_registration  # noqa: E402,F401  (last: registers zoo's Keras classes once Keras is imported)

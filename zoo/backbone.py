@@ -1,4 +1,5 @@
-"""The BERT encoder as a Keras 3 functional model built from ``keras_hub.layers``.
+"""The BERT encoder as a Keras 3 functional model built from ``keras_hub.layers``, and the options its relatives
+(``zoo.backbones``: RoFormer, ALBERT, ELECTRA, ERNIE) set.
 
 Post-LayerNorm BERT with exact (erf) GELU, optional [batch, query, key] attention mask (UniLM, causal),
 a pooler on [CLS] (tanh as Google BERT, or linear as SimBERT) and an optional MLM head tied to the token
@@ -13,8 +14,11 @@ from keras import ops
 from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
 
 from .checkpoints import assign_weights, checkpoint_source
+from .errors import CheckpointError
+from .rotary import RotaryTransformerEncoder
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+FAMILIES = {}  # checkpoint family -> its backbone class: BERT here, its relatives in ``zoo.backbones``
 
 
 def backbone_inputs():
@@ -61,6 +65,24 @@ class BiasAdd(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "units": self.units}
+
+
+def embed(layer, token_ids, segment_ids, training=None):
+    """The embedding block: token + position + segment (+ ERNIE's task-type row 0) embeddings, LayerNorm, dropout,
+    then the projection to the hidden size where the family has one. ``layer(name)`` gives the backbone's layer of
+    that name, or None where the family has none."""
+    tokens = layer("token_embedding")(token_ids)
+    terms = [tokens]
+    if layer("position_embedding") is not None:
+        terms.append(layer("position_embedding")(tokens))
+    terms.append(layer("segment_embedding")(segment_ids))
+    if layer("task_type_embedding") is not None:
+        terms.append(layer("task_type_embedding")(ops.zeros_like(segment_ids)))
+    x = layer("embeddings_add")(terms)
+    x = layer("embeddings_dropout")(layer("embeddings_layer_norm")(x), training=training)
+    if layer("embeddings_projection") is not None:
+        x = layer("embeddings_projection")(x)
+    return x
 
 
 def merged_attention_mask(padding_mask, attention_mask):
@@ -112,9 +134,21 @@ class BertBackbone(keras.Model):
     is then [B, 1, H]; no MLM logits or hidden states): the same [CLS] and pooled vectors, ~20% less work for
     a 4-layer model. [CLS]-pooled encoders and cross-encoders use it.
 
-    Build one from a checkpoint with ``BertBackbone.from_preset``, save it with ``save_to_preset``; the
-    constructor gives random weights.
+    Build one from a checkpoint with ``BertBackbone.from_preset`` (it returns the family the checkpoint holds:
+    ``zoo.backbones``), save it with ``save_to_preset``; the constructor gives random weights. The options after
+    ``output_hidden_states`` are what BERT's relatives change: ``embedding_dim`` (factorised embeddings, projected
+    to ``hidden_dim``: ALBERT, ELECTRA, RoFormer), ``project_embeddings`` (project even when the sizes agree:
+    ALBERT), ``position_encoding`` ("absolute" learned table, or "rotary": RoFormer), ``rotary_value``,
+    ``shared_layers`` (one transformer layer applied ``num_layers`` times: ALBERT) and ``task_type_vocabulary_size``
+    (ERNIE's task-type embeddings, row 0 added).
     """
+
+    family = "bert"  # the checkpoint family: its mapping table in zoo.checkpoints.mapping
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "family" in cls.__dict__:  # a family's class (zoo.backbones), not a user's subclass
+            FAMILIES[cls.family] = cls
 
     def __init__(
         self,
@@ -131,6 +165,12 @@ class BertBackbone(keras.Model):
         pooler_activation="tanh",
         with_mlm=False,
         output_hidden_states=False,
+        embedding_dim=None,
+        project_embeddings=None,
+        position_encoding="absolute",
+        rotary_value=False,
+        shared_layers=False,
+        task_type_vocabulary_size=0,
         dtype=None,
         **kwargs,
     ):
@@ -138,41 +178,67 @@ class BertBackbone(keras.Model):
             raise ValueError(f"hidden_dim={hidden_dim} is not a multiple of num_heads={num_heads}")
         if pooler_activation not in ("tanh", "linear"):
             raise ValueError(f"pooler_activation must be 'tanh' or 'linear', got {pooler_activation!r}")
+        if position_encoding not in ("absolute", "rotary"):
+            raise ValueError(f"position_encoding must be 'absolute' or 'rotary', got {position_encoding!r}")
+        embedding_dim = int(embedding_dim or hidden_dim)
+        if project_embeddings is None:
+            project_embeddings = embedding_dim != hidden_dim
+        if embedding_dim != hidden_dim and not project_embeddings:
+            raise ValueError(f"embedding_dim={embedding_dim} differs from hidden_dim={hidden_dim}: the embeddings "
+                             f"need a projection (project_embeddings=True)")
         init = lambda: keras.initializers.TruncatedNormal(stddev=0.02)  # noqa: E731
 
-        token_embedding = ReversibleEmbedding(
-            vocabulary_size, hidden_dim, tie_weights=True, embeddings_initializer=init(),
-            dtype=dtype, name="token_embedding")
-        position_embedding = PositionEmbedding(
-            max_sequence_length, initializer=init(), dtype=dtype, name="position_embedding")
-        segment_embedding = keras.layers.Embedding(
-            num_segments, hidden_dim, embeddings_initializer=init(), dtype=dtype, name="segment_embedding")
+        layers = {
+            "token_embedding": ReversibleEmbedding(
+                vocabulary_size, embedding_dim, tie_weights=True, embeddings_initializer=init(),
+                dtype=dtype, name="token_embedding"),
+            "segment_embedding": keras.layers.Embedding(
+                num_segments, embedding_dim, embeddings_initializer=init(), dtype=dtype, name="segment_embedding"),
+            "embeddings_add": keras.layers.Add(dtype=dtype, name="embeddings_add"),
+            "embeddings_layer_norm": keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"),
+            "embeddings_dropout": keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout"),
+        }
+        if position_encoding == "absolute":
+            layers["position_embedding"] = PositionEmbedding(
+                max_sequence_length, initializer=init(), dtype=dtype, name="position_embedding")
+        if task_type_vocabulary_size:
+            layers["task_type_embedding"] = keras.layers.Embedding(
+                task_type_vocabulary_size, embedding_dim, embeddings_initializer=init(), dtype=dtype,
+                name="task_type_embedding")
+        if project_embeddings:
+            layers["embeddings_projection"] = keras.layers.Dense(
+                hidden_dim, kernel_initializer=init(), dtype=dtype, name="embeddings_projection")
+        token_embedding = layers["token_embedding"]
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         segment_ids = keras.Input((None,), dtype="int32", name="segment_ids")
         padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
         attention_mask = keras.Input((None, None), dtype="int32", name="attention_mask", optional=True)
 
-        tokens = token_embedding(token_ids)
-        x = keras.layers.Add(dtype=dtype, name="embeddings_add")(
-            [tokens, position_embedding(tokens), segment_embedding(segment_ids)])
-        x = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm")(x)
-        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        x = embed(layers.get, token_ids, segment_ids)
         hidden_states = [x]
+
+        def transformer(name):
+            options = dict(intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
+                           activation=get_activation(activation), layer_norm_epsilon=layer_norm_epsilon,
+                           kernel_initializer=init(), dtype=dtype, name=name)
+            if position_encoding == "rotary":
+                return RotaryTransformerEncoder(max_sequence_length=max_sequence_length, rotary_value=rotary_value,
+                                                **options)
+            return TransformerEncoder(**options)
+
+        shared = transformer("transformer_layer") if shared_layers else None
         for i in range(num_layers):
-            x = TransformerEncoder(
-                intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
-                activation=get_activation(activation), layer_norm_epsilon=layer_norm_epsilon,
-                kernel_initializer=init(), dtype=dtype, name=f"transformer_layer_{i}",
-            )(x, padding_mask=padding_mask, attention_mask=attention_mask)
+            x = (shared or transformer(f"transformer_layer_{i}"))(
+                x, padding_mask=padding_mask, attention_mask=attention_mask)
             hidden_states.append(x)
         pooled = keras.layers.Dense(
             hidden_dim, activation=pooler_activation, kernel_initializer=init(), dtype=dtype,
             name="pooler_dense")(x[:, 0, :])
         outputs = {"sequence_output": x, "pooled_output": pooled}
         if with_mlm:
-            h = keras.layers.Dense(hidden_dim, activation=get_activation(activation),
+            h = keras.layers.Dense(embedding_dim, activation=get_activation(activation),
                                    kernel_initializer=init(), dtype=dtype, name="mlm_transform")(x)
             h = keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="mlm_layer_norm")(h)
@@ -197,6 +263,12 @@ class BertBackbone(keras.Model):
         self.pooler_activation = pooler_activation
         self.with_mlm = with_mlm
         self.output_hidden_states = output_hidden_states
+        self.embedding_dim = embedding_dim
+        self.project_embeddings = bool(project_embeddings)
+        self.position_encoding = position_encoding
+        self.rotary_value = bool(rotary_value)
+        self.shared_layers = bool(shared_layers)
+        self.task_type_vocabulary_size = int(task_type_vocabulary_size)
         self.token_embedding = token_embedding
 
     def save_to_preset(self, directory, tokenizer=None, metadata=None, weights_dtype="float32"):
@@ -210,9 +282,11 @@ class BertBackbone(keras.Model):
     @classmethod
     def from_preset(cls, path, with_mlm=False, pooler_activation=None, keep_tokens=None,
                     output_hidden_states=False, dropout=None, dtype=None):
-        """A backbone with the weights of ``path``: a Google TF1 folder (or its ``bert_model.ckpt`` prefix), a
-        transformers folder (``model.safetensors`` or ``pytorch_model.bin``; BertModel / BertForPreTraining /
-        BertForMaskedLM names), a zoo preset folder or name, a run folder, or a zoo ``.keras`` file.
+        """A backbone with the weights of ``path``: a Google TF1 folder (or its ckpt prefix), a transformers folder
+        (``model.safetensors`` or ``pytorch_model.bin``), a keras-hub preset, a zoo preset folder or name, a run
+        folder, or a zoo ``.keras`` file; of any family zoo has (BERT, RoBERTa-wwm and MacBERT as BERT, RoFormer and
+        RoFormer-Sim, ALBERT, ELECTRA, ERNIE: ``zoo.backbones``), detected from the checkpoint. Called on a family's
+        class, the checkpoint must hold that family.
 
         ``pooler_activation``: "tanh" (Google BERT) or "linear" (SimBERT); default tanh, or what a preset was
         saved with. ``keep_tokens`` slices the token embeddings and MLM bias (see
@@ -220,30 +294,35 @@ class BertBackbone(keras.Model):
         missing (left random) and unused (e.g. the NSP head); a wrong shape or a missing encoder variable raises
         ``zoo.CheckpointError`` naming the file and the variable.
         """
-        kwargs, source = checkpoint_source(path)
+        family, kwargs, source = checkpoint_source(path)
+        family_class = FAMILIES.get(family)
+        if family_class is None:  # only when zoo.backbone is imported alone
+            raise CheckpointError(f"{path} holds a {family} checkpoint: import zoo.backbones, which defines it")
+        if cls is not BertBackbone and not issubclass(family_class, cls):
+            raise CheckpointError(f"{path} holds a {family} checkpoint, not {cls.family}: load it with "
+                                  f"{family_class.__name__}.from_preset (or BertBackbone.from_preset)")
         if keep_tokens is not None:
             kwargs["vocabulary_size"] = len(keep_tokens)
         if pooler_activation is not None:
             kwargs["pooler_activation"] = pooler_activation
         if dropout is not None:
             kwargs["dropout"] = dropout
-        backbone = cls(**kwargs, with_mlm=with_mlm, output_hidden_states=output_hidden_states, dtype=dtype)
+        backbone = family_class(**kwargs, with_mlm=with_mlm, output_hidden_states=output_hidden_states, dtype=dtype)
         backbone.load_report = assign_weights(backbone, source, keep_tokens)
         return backbone
+
+    def _layer_or_none(self, name):
+        return next((layer for layer in self.layers if layer.name == name), None)
 
     def call(self, inputs, training=None, mask=None, first_token_only=False):
         if not first_token_only:
             return super().call(inputs, training=training, mask=mask)
-        layer = self.get_layer
         padding_mask, attention_mask = inputs["padding_mask"], inputs.get("attention_mask")
-        tokens = layer("token_embedding")(inputs["token_ids"])
-        x = layer("embeddings_add")(
-            [tokens, layer("position_embedding")(tokens), layer("segment_embedding")(inputs["segment_ids"])])
-        x = layer("embeddings_dropout")(layer("embeddings_layer_norm")(x), training=training)
+        x = embed(self._layer_or_none, inputs["token_ids"], inputs["segment_ids"], training=training)
         for transformer in self.transformer_layers[:-1]:
             x = transformer(x, padding_mask=padding_mask, attention_mask=attention_mask, training=training)
         x = first_token_layer(self.transformer_layers[-1], x, padding_mask, attention_mask, training)
-        return {"sequence_output": x, "pooled_output": layer("pooler_dense")(x[:, 0, :])}
+        return {"sequence_output": x, "pooled_output": self.get_layer("pooler_dense")(x[:, 0, :])}
 
     def __call__(self, inputs, *args, **kwargs):
         if isinstance(inputs, dict):
@@ -273,6 +352,9 @@ class BertBackbone(keras.Model):
 
     @property
     def transformer_layers(self):
+        """The transformer layer applied at each depth (ALBERT: one shared layer, ``num_layers`` times)."""
+        if self.shared_layers:
+            return [self.get_layer("transformer_layer")] * self.num_layers
         return [self.get_layer(f"transformer_layer_{i}") for i in range(self.num_layers)]
 
     def get_config(self):
@@ -293,6 +375,12 @@ class BertBackbone(keras.Model):
             "pooler_activation": self.pooler_activation,
             "with_mlm": self.with_mlm,
             "output_hidden_states": self.output_hidden_states,
+            "embedding_dim": self.embedding_dim,
+            "project_embeddings": self.project_embeddings,
+            "position_encoding": self.position_encoding,
+            "rotary_value": self.rotary_value,
+            "shared_layers": self.shared_layers,
+            "task_type_vocabulary_size": self.task_type_vocabulary_size,
         }
 
     @classmethod
@@ -303,3 +391,6 @@ class BertBackbone(keras.Model):
         return cls(**config)
 
 
+
+
+FAMILIES[BertBackbone.family] = BertBackbone

@@ -23,7 +23,9 @@ from .errors import ConfigError
 from .logs import log, show_bars
 from .paths import DEFAULT_PRESET
 
-POOLINGS = ("cls", "mean", "first-last-avg", "pooler")  # sentence vectors (``zoo.pooling``)
+# sentence vectors (``zoo.pooling``); the last four are sentence-transformers' max, lasttoken, weightedmean and
+# mean_sqrt_len_tokens
+POOLINGS = ("cls", "mean", "first-last-avg", "pooler", "max", "lasttoken", "weightedmean", "mean_sqrt_len")
 CROSS_ENCODER_HEADS = ("softmax", "cosent")  # ``zoo.CrossEncoder``'s score heads
 PRETRAINING_OBJECTIVES = ("mlm", "tacl", "taco")  # ``zoo.models.pretrainer``
 DVBERT_OBJECTIVES = ("sbert", "cosent", "cosent-gap")  # ``zoo.train.distillation_trainer``

@@ -30,6 +30,7 @@ WRITER_VERSION = 1  # part of the cache key of written graphs: bump it when the 
 OPSET = 17
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
+FUSED_POOLINGS = ("cls", "mean", "first-last-avg", "pooler")  # the poolings ``_pool`` writes
 
 
 class _Graph:
@@ -70,9 +71,16 @@ def describe(model):
     model = model.served_model() if spec is not None else model
     backbone = getattr(model, "backbone", None)
     if spec is None or type(backbone).__name__ != "BertBackbone":
-        raise TypeError(f"no fused graph for a {type(model).__name__}: it needs a zoo task model (SentenceEncoder, "
-                        f"CrossEncoder or SimBERT) on a zoo BertBackbone")
+        raise TypeError(f"no fused graph for a {type(model).__name__} on a {type(backbone).__name__}: the fused "
+                        f"writer takes zoo task models (SentenceEncoder, CrossEncoder, SimBERT) on a BERT backbone; "
+                        f"other families run on Keras")
     if spec.output == "embedding":
+        if spec.pooling not in FUSED_POOLINGS or getattr(model, "dense", None):
+            reason = f"pooling {spec.pooling!r}" if spec.pooling not in FUSED_POOLINGS else "Dense layers after the " \
+                "pooling"
+            raise TypeError(f"no fused graph for a {type(model).__name__} with {reason} (the fused ONNX graph "
+                            f"pools with {', '.join(FUSED_POOLINGS)} and has no Dense layers): use precision "
+                            f"'fp32' or 'bf16', and a SavedModel export")
         return backbone, spec, None
     from keras import ops
 

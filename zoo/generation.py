@@ -15,6 +15,7 @@ from keras import ops
 
 from .backbone import backbone_inputs
 from .attention_masks import unilm_mask
+from .rotary import RotaryAttention
 
 
 def _compiled(fn):
@@ -45,17 +46,33 @@ class CachedUniLM:
         self._prefill = _compiled(self._prefill_fn)
 
     def _embed(self, token_ids, positions, segment):
-        bb = self.bb
-        x = bb.get_layer("token_embedding")(token_ids)
-        pos = ops.take(bb.get_layer("position_embedding").position_embeddings, positions, axis=0)
-        seg = bb.get_layer("segment_embedding").embeddings[segment]
-        return bb.get_layer("embeddings_layer_norm")(x + pos + seg)
+        """The backbone's embedding block (``zoo.backbone.embed``) at explicit ``positions`` and one segment."""
+        layer = self.bb._layer_or_none
+        x = layer("token_embedding")(token_ids)
+        if layer("position_embedding") is not None:
+            x = x + ops.take(layer("position_embedding").position_embeddings, positions, axis=0)
+        x = x + layer("segment_embedding").embeddings[segment]
+        if layer("task_type_embedding") is not None:
+            x = x + layer("task_type_embedding").embeddings[0]
+        x = layer("embeddings_layer_norm")(x)
+        return layer("embeddings_projection")(x) if layer("embeddings_projection") is not None else x
 
-    def _layer(self, layer, x, keys, values, mask):
+    def _keys_values(self, mha, x, positions):
+        """Keys and values of new positions ``x`` (rotated to ``positions`` on a rotary backbone)."""
+        k, v = mha.key_dense(x), mha.value_dense(x)
+        if isinstance(mha, RotaryAttention):
+            k = mha.rotate(k, positions)
+            v = mha.rotate(v, positions) if mha.rotary_value else v
+        return k, v
+
+    def _layer(self, layer, x, keys, values, mask, positions):
         """One post-LN transformer layer for new positions ``x`` attending to ``keys``/``values`` under ``mask``."""
         mha = layer._self_attention_layer
         q = mha.query_dense(x)
-        out, _ = mha._compute_attention(q, keys, values, attention_mask=mask, training=False)
+        if isinstance(mha, RotaryAttention):  # keys are rotated already: attend without rotating again
+            q = mha.rotate(q, positions)
+        out, _ = keras.layers.MultiHeadAttention._compute_attention(mha, q, keys, values, attention_mask=mask,
+                                                                    training=False)
         x = layer._self_attention_layer_norm(x + mha.output_dense(out))
         ffn = layer._feedforward_output_dense(layer._feedforward_intermediate_dense(x))
         return layer._feedforward_layer_norm(x + ffn)
@@ -72,17 +89,17 @@ class CachedUniLM:
         [layers, R, max_length, heads, head_dim].
         """
         rows, padded = ops.shape(token_ids)
-        x = self._embed(token_ids, ops.broadcast_to(ops.arange(padded)[None], (rows, padded)), 0)
+        positions = ops.arange(padded)
+        x = self._embed(token_ids, ops.broadcast_to(positions[None], (rows, padded)), 0)
         real = ops.arange(padded) < length
         mask = ops.broadcast_to(real[None, None, :], (rows, padded, padded))
         keys, values = [], []
         pad = [[0, 0], [0, self.max_length - padded], [0, 0], [0, 0]]
         for layer in self.layers:
-            mha = layer._self_attention_layer
-            k, v = mha.key_dense(x), mha.value_dense(x)
+            k, v = self._keys_values(layer._self_attention_layer, x, positions)
             keys.append(ops.pad(k, pad))
             values.append(ops.pad(v, pad))
-            x = self._layer(layer, x, k, v, mask)
+            x = self._layer(layer, x, k, v, mask, positions)
         last = ops.take(x, ops.reshape(length - 1, (1,)), axis=1)
         logits = ops.cast(self._logits(last)[:, 0], "float32")
         return ops.log_softmax(logits, axis=-1), ops.stack(keys), ops.stack(values)
@@ -96,12 +113,12 @@ class CachedUniLM:
         mask = ops.cast(key_mask[:, None, :], "bool")
         new_keys, new_values = [], []
         for i, layer in enumerate(self.layers):
-            mha = layer._self_attention_layer
-            k = ops.slice_update(keys[i], (0, slot, 0, 0), mha.key_dense(x))
-            v = ops.slice_update(values[i], (0, slot, 0, 0), mha.value_dense(x))
+            new_k, new_v = self._keys_values(layer._self_attention_layer, x, positions[:, None])
+            k = ops.slice_update(keys[i], (0, slot, 0, 0), new_k)
+            v = ops.slice_update(values[i], (0, slot, 0, 0), new_v)
             new_keys.append(k)
             new_values.append(v)
-            x = self._layer(layer, x, k, v, mask)
+            x = self._layer(layer, x, k, v, mask, positions[:, None])
         logits = ops.cast(self._logits(x)[:, 0], "float32")
         return ops.log_softmax(logits, axis=-1), ops.stack(new_keys), ops.stack(new_values)
 

@@ -98,6 +98,11 @@ def runner(model, precision="auto"):
     check_precision(precision)
     if precision == "auto" and os.environ.get("ZOO_PRECISION"):
         precision = forced_precision()
+        if precision in ONNX_PRECISIONS and (refusal := no_fused_graph(model)):  # a default, not a demand
+            if not _RUNNERS.setdefault(model, {}).get("forced_to_fp32"):  # said once per model
+                log.info("ZOO_PRECISION=%s: running fp32 for this %s (%s)", precision, type(model).__name__, refusal)
+                _RUNNERS[model]["forced_to_fp32"] = True
+            precision = "fp32"
     state = _RUNNERS.setdefault(model, {})
     if precision != "fp32":  # every other runner is derived from the weights: rebuilt when they change
         fingerprint = weights_fingerprint(model)
@@ -113,6 +118,17 @@ def runner(model, precision="auto"):
         else:
             state[precision] = Runner(onnx_session(model, precision), precision, bucketed=False)
     return state[precision]
+
+
+def no_fused_graph(model):
+    """Why ``model`` has no fused ONNX graph (``zoo.fused_onnx.describe``'s refusal), or None when it has one."""
+    from .fused_onnx import describe
+
+    try:
+        describe(model)
+    except TypeError as e:
+        return str(e)
+    return None
 
 
 def forget(model):

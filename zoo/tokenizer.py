@@ -155,7 +155,8 @@ class Tokenizer:
     @classmethod
     def from_preset(cls, path, simplified=False, startswith=SPECIAL_TOKENS):
         """The tokenizer of a zoo preset (folder or name), a run folder, a Google TF1 or transformers folder, or a
-        ``vocab.txt``. ``do_lower_case`` comes from ``tokenizer_config.json`` when there is one (default True, as
+        ``vocab.txt``, or a keras-hub preset folder (``assets/tokenizer/vocabulary.txt``, ``lowercase`` from its
+        ``tokenizer.json``). ``do_lower_case`` comes from ``tokenizer_config.json`` when there is one (default True, as
         for every Chinese BERT). ``simplified=True`` slims the vocabulary like bert4keras; the result's
         ``keep_tokens`` must then be passed to ``BertBackbone.from_preset``."""
         path = resolve(path)
@@ -165,7 +166,12 @@ class Tokenizer:
         do_lower_case = True
         if os.path.isdir(path) and os.path.exists(os.path.join(path, PRESET_CONFIG)):
             verify_tokenizer_files(path)  # a zoo preset: its vocabulary and settings against the sha256 manifest
-        if os.path.isdir(path):
+        from .checkpoints.keras_hub import keras_hub_tokenizer
+
+        keras_hub = keras_hub_tokenizer(path) if os.path.isdir(path) else None  # a keras-hub preset's BertTokenizer
+        if keras_hub:
+            vocab_path, do_lower_case = keras_hub
+        elif os.path.isdir(path):
             vocab_path = os.path.join(path, VOCAB_FILE)
             if not os.path.exists(vocab_path):
                 raise MissingFileError(f"{vocab_path}: no {VOCAB_FILE} in this folder")

@@ -21,8 +21,9 @@ from ..logs import log
 from ..paths import GOOGLE_CONFIG, HF_CONFIG, PRESET_CONFIG, PRESET_WEIGHTS, resolve
 from ..presets import load_saved
 from .google import GoogleCheckpoint, save_google_checkpoint, write_bert_config
-from .mapping import (OPTIONAL_PREFIXES, backbone_arrays, bert_config, google_shape, google_to_hf, read_bert_config,
-                      variable_map)
+from .keras_hub import keras_hub_source, keras_hub_weights
+from .mapping import (OPTIONAL_PREFIXES, backbone_arrays, bert_config, google_shape, google_to_hf, read_config,
+                      tf1_family, tf1_to_canonical, variable_map)
 from .transformers import HFCheckpoint, save_transformers, weight_files
 
 OPTIMIZER_PATTERN = re.compile(r"(adam_[mv]|/Adam(_\d+)?$|global_step|good_steps|bad_steps|loss_scale|"
@@ -30,7 +31,7 @@ OPTIMIZER_PATTERN = re.compile(r"(adam_[mv]|/Adam(_\d+)?$|global_step|good_steps
 
 __all__ = ["ArraySource", "GoogleCheckpoint", "HFCheckpoint", "Layout", "LoadReport", "assign_weights",
            "backbone_arrays", "bert_config", "checkpoint_source", "detect_layout", "find_backbone", "google_to_hf",
-           "read_bert_config", "save_google_checkpoint", "save_transformers", "variable_map", "write_bert_config"]
+           "read_config", "save_google_checkpoint", "save_transformers", "variable_map", "write_bert_config"]
 
 
 class ArraySource:
@@ -46,25 +47,38 @@ class ArraySource:
 
 @dataclass
 class Layout:
-    kind: str  # "google" | "hf" | "preset"
+    kind: str  # "google" (any family's TF1 release) | "hf" | "keras_hub" | "preset"
     folder: str
     config: str
     weights: str
 
 
+def tf1_config(folder):
+    """The config file of a TF1 release folder: ``bert_config.json``, or a family's own (``albert_config.json``,
+    ELECTRA's ``*discriminator_config.json``...); None when there is none."""
+    files = sorted(os.listdir(folder))
+    for name in (GOOGLE_CONFIG, "albert_config.json"):
+        if name in files:
+            return name
+    return next((f for f in files if f.endswith("_config.json") and "generator" not in f
+                 and f not in ("tokenizer_config.json", "sentence_bert_config.json", "generation_config.json")), None)
+
+
 def detect_layout(path):
-    """Find what a path holds: a Google TF1 folder / ckpt prefix, a transformers folder, or a zoo preset."""
+    """Find what a path holds: a TF1 folder / ckpt prefix, a transformers folder, a keras-hub preset, or a zoo
+    preset."""
     path = resolve(path)
     if os.path.isfile(path + ".index"):  # a bert4keras-style checkpoint prefix ".../bert_model.ckpt"
         folder = os.path.dirname(path) or "."
-        return Layout("google", folder, os.path.join(folder, GOOGLE_CONFIG), path)
+        return Layout("google", folder, os.path.join(folder, tf1_config(folder) or GOOGLE_CONFIG), path)
     if not os.path.isdir(path):
         raise CheckpointError(f"{path}: no such checkpoint folder or file")
     files = sorted(os.listdir(path))
     if PRESET_CONFIG in files:
         return Layout("preset", path, os.path.join(path, PRESET_CONFIG), os.path.join(path, PRESET_WEIGHTS))
-    if GOOGLE_CONFIG in files:
-        indexes = [f for f in files if f.endswith(".ckpt.index")]
+    config = tf1_config(path)
+    indexes = [f for f in files if f.endswith(".index")]
+    if config == GOOGLE_CONFIG or (config and indexes):
         if not indexes and "checkpoint" in files:
             import tensorflow as tf
 
@@ -72,21 +86,22 @@ def detect_layout(path):
             # the "checkpoint" file may hold an absolute path written on another machine or folder: only a
             # checkpoint inside this folder counts
             if prefix and os.path.isfile(os.path.join(path, os.path.basename(prefix)) + ".index"):
-                return Layout("google", path, os.path.join(path, GOOGLE_CONFIG),
+                return Layout("google", path, os.path.join(path, config),
                               os.path.join(path, os.path.basename(prefix)))
         if not indexes:
-            raise CheckpointError(f"{path}: {GOOGLE_CONFIG} found but no *.ckpt.index (the TF checkpoint)")
+            raise CheckpointError(f"{path}: {config} found but no *.ckpt.index (the TF checkpoint)")
         name = "bert_model.ckpt.index" if "bert_model.ckpt.index" in indexes else indexes[0]
-        return Layout("google", path, os.path.join(path, GOOGLE_CONFIG),
-                      os.path.join(path, name[: -len(".index")]))
+        return Layout("google", path, os.path.join(path, config), os.path.join(path, name[: -len(".index")]))
+    if HF_CONFIG in files and (weights := keras_hub_weights(path)):  # written by keras-hub's save_to_preset
+        return Layout("keras_hub", path, os.path.join(path, HF_CONFIG), weights)
     if HF_CONFIG in files:
         if not weight_files(path):
             raise CheckpointError(f"{path}: {HF_CONFIG} found but no model.safetensors or pytorch_model.bin")
         return Layout("hf", path, os.path.join(path, HF_CONFIG), path)
     raise CheckpointError(
         f"{path}: unknown checkpoint layout (expected {GOOGLE_CONFIG} + bert_model.ckpt.* for Google, "
-        f"{HF_CONFIG} + model.safetensors/pytorch_model.bin for transformers, or {PRESET_CONFIG} for a zoo "
-        f"preset); found {files[:12]}")
+        f"{HF_CONFIG} + model.safetensors/pytorch_model.bin for transformers, {HF_CONFIG} + model.weights.h5 "
+        f"for keras-hub, or {PRESET_CONFIG} for a zoo preset); found {files[:12]}")
 
 
 @dataclass
@@ -170,10 +185,10 @@ def assign_weights(backbone, source, keep_tokens=None):
 
 
 def find_backbone(model):
-    """The BertBackbone inside a zoo model (``model.backbone``), or the model itself when it is one."""
+    """The backbone inside a zoo model (``model.backbone``), or the model itself when it is one."""
     backbone = getattr(model, "backbone", model)
-    if type(backbone).__name__ != "BertBackbone":
-        raise CheckpointError(f"{type(model).__name__} holds no zoo BertBackbone")
+    if not hasattr(backbone, "family") or not hasattr(backbone, "transformer_layers"):
+        raise CheckpointError(f"{type(model).__name__} holds no zoo backbone")
     return backbone
 
 
@@ -186,14 +201,21 @@ def stored_backbone_config(backbone):
 
 
 def checkpoint_source(path):
-    """(backbone constructor arguments, Google-named source) for anything zoo loads a backbone from: a Google TF1
-    folder or ckpt prefix, a transformers folder, a zoo preset folder or name, a run folder, a ``.keras`` file."""
+    """(family, backbone constructor arguments, source of arrays named as the family's table names them) for
+    anything zoo loads a backbone from: a TF1 folder or ckpt prefix, a transformers folder, a keras-hub preset, a zoo
+    preset folder or name, a run folder, a ``.keras`` file."""
     if str(path).endswith(".keras"):
         stored = find_backbone(load_saved(path))
-        return stored_backbone_config(stored), ArraySource(backbone_arrays(stored), str(path))
+        return stored.family, stored_backbone_config(stored), ArraySource(backbone_arrays(stored), str(path))
     layout = detect_layout(path)
     if layout.kind == "preset":
         stored = find_backbone(load_saved(layout.folder))
-        return stored_backbone_config(stored), ArraySource(backbone_arrays(stored), layout.weights)
-    kwargs = read_bert_config(layout.config)
-    return kwargs, GoogleCheckpoint(layout.weights) if layout.kind == "google" else HFCheckpoint(layout.folder)
+        return stored.family, stored_backbone_config(stored), ArraySource(backbone_arrays(stored), layout.weights)
+    if layout.kind == "keras_hub":
+        return ("bert", *keras_hub_source(layout.folder))
+    if layout.kind == "google":
+        source = GoogleCheckpoint(layout.weights)
+        family, kwargs = read_config(layout.config, tf1_family(source.shapes))
+        return family, kwargs, source.renamed(lambda name: tf1_to_canonical(family, name))
+    family, kwargs = read_config(layout.config)
+    return family, kwargs, HFCheckpoint(layout.folder, family)

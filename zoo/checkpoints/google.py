@@ -25,9 +25,17 @@ class GoogleCheckpoint:
             raise CheckpointError(f"{index}: TF checkpoint index not found")
         try:
             self._reader = tf.train.load_checkpoint(prefix)
-            self.shapes = {k: tuple(v) for k, v in self._reader.get_variable_to_shape_map().items()}
+            shapes = self._reader.get_variable_to_shape_map()
         except Exception as e:  # noqa: BLE001 -- a damaged index, or a data file missing
             raise CheckpointError(f"{self._culprit(e)}: cannot read the TF checkpoint ({_first_line(e)})") from None
+        self.names = {k: k for k in shapes}  # the name a mapping table uses -> the stored name
+        self.shapes = {name: tuple(shapes[stored]) for name, stored in self.names.items()}
+
+    def renamed(self, rename):
+        """The same checkpoint with its names passed through ``rename`` (e.g. ELECTRA's ``electra/`` -> ``bert/``)."""
+        self.names = {rename(name): stored for name, stored in self.names.items()}
+        self.shapes = {rename(name): shape for name, shape in self.shapes.items()}
+        return self
 
     def _culprit(self, error):
         """The file a TF error is about: a named data file, else the index."""
@@ -36,7 +44,7 @@ class GoogleCheckpoint:
 
     def get(self, name):
         try:
-            return np.asarray(self._reader.get_tensor(name))
+            return np.asarray(self._reader.get_tensor(self.names.get(name, name)))
         except Exception as e:  # noqa: BLE001 -- a data file damaged (checksum), truncated or missing
             import glob
 
@@ -55,11 +63,12 @@ def save_google_checkpoint(backbone, folder, tokenizer=None):
     """Write a backbone as a Google TF1 folder (``bert_config.json``, ``bert_model.ckpt.*``, vocab)."""
     import tensorflow as tf
 
+    config = bert_config(backbone)  # refuses a family zoo does not write, before anything is written
     os.makedirs(folder, exist_ok=True)
     arrays = backbone_arrays(backbone)
     variables = {name: tf.Variable(a) for name, a in arrays.items()}
     tf.compat.v1.train.Saver(var_list=variables).save(None, os.path.join(folder, "bert_model.ckpt"))
-    write_bert_config(backbone, os.path.join(folder, GOOGLE_CONFIG))
+    write_json_atomic(os.path.join(folder, GOOGLE_CONFIG), config)
     if tokenizer is not None:
         tokenizer.save_to_preset(folder)
 

@@ -12,14 +12,15 @@ import numpy as np
 from ..errors import CheckpointError
 from ..logs import log
 from ..paths import write_json_atomic
-from .mapping import backbone_arrays, bert_config, google_to_hf, hf_to_google
+from .mapping import backbone_arrays, bert_config, google_to_hf, hf_to_tf1
 from .torch_zip import read_torch_zip
 
 
 class HFCheckpoint:
-    """A transformers state dict (safetensors, sharded safetensors or pytorch_model.bin), Google-named."""
+    """A transformers state dict (safetensors, sharded safetensors or pytorch_model.bin) of a ``family``, named as
+    that family's TF1 release names it (``mapping.hf_to_tf1``)."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, family="bert"):
         self.folder = folder
         files = weight_files(folder)
         if not files:
@@ -29,7 +30,7 @@ class HFCheckpoint:
         self._arrays, self.shapes, self.ignored = {}, {}, []
         for f in files:
             for hf_name, array in read_state_dict(f).items():
-                target = hf_to_google(hf_name)
+                target = hf_to_tf1(family, hf_name)
                 if target is None:
                     self.ignored.append(hf_name)
                     continue
@@ -83,6 +84,7 @@ def save_transformers(backbone, folder, tokenizer=None, pooling=None, maxlen=Non
     ``SentenceTransformer(folder)`` embeds as the zoo SentenceEncoder does."""
     from safetensors.numpy import save_file
 
+    config = bert_config(backbone)  # refuses a family zoo does not write, before anything is written
     os.makedirs(folder, exist_ok=True)
     state = {}
     for name, array in backbone_arrays(backbone).items():
@@ -91,7 +93,7 @@ def save_transformers(backbone, folder, tokenizer=None, pooling=None, maxlen=Non
             state[target[0]] = np.ascontiguousarray(array.T if target[1] else array, dtype="float32")
     save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     write_json_atomic(os.path.join(folder, "config.json"), {"architectures": ["BertModel"], "model_type": "bert",
-                                                      "pad_token_id": 0, **bert_config(backbone)})
+                                                      "pad_token_id": 0, **config})
     if tokenizer is not None:
         tokenizer.save_to_preset(folder)
         write_json_atomic(os.path.join(folder, "tokenizer_config.json"),

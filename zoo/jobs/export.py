@@ -58,6 +58,9 @@ def run(config: ExportConfig):
     if config.format == "transformers":
         if config.quantize != "none":
             raise ConfigError("--format transformers writes float32 weights; drop --quantize")
+        if getattr(model, "dense", None):
+            raise ConfigError(f"--format transformers writes no Dense modules, and {config.model} has Dense layers "
+                              f"after its pooling: export it as a SavedModel (--format saved_model)")
         with atomic_dir(path) as tmp:
             save_transformers(model.backbone, tmp, model.tokenizer, pooling=getattr(model, "pooling", None),
                               maxlen=model.maxlen)

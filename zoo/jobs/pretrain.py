@@ -103,7 +103,7 @@ def run(config: PretrainConfig):
     """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
     import keras
 
-    from ..backbone import BertBackbone
+    from ..backbones import BertBackbone
     from ..evaluation import MaskedTokenEvaluator, token_self_similarity
     from ..tokenizer import Tokenizer
     from ..train import fit, pretraining_trainer
@@ -139,7 +139,7 @@ def run(config: PretrainConfig):
 def report(config, run, data, tokenizer, probe, anisotropy, t0):
     """Anisotropy of the best model, loss.png, results.json and results.md of a pretraining run."""
     from .. import distribute
-    from ..backbone import BertBackbone
+    from ..backbones import BertBackbone
     from ..evaluation import token_self_similarity
     from ..train.results import table, write_results
 

@@ -12,11 +12,12 @@ TASKS = {cls.__name__: cls for cls in (SentenceEncoder, CrossEncoder, SimBERT)}
 def from_preset(path, pooling=None, maxlen=None, **kwargs):
     """The task model saved at ``path`` (a SentenceEncoder, CrossEncoder or SimBERT preset, run folder or
     ``.keras`` file) as saved (``maxlen`` may be changed); anything else -- a Google TF1 or transformers folder,
-    a backbone preset -- becomes a SentenceEncoder with ``pooling`` (default "cls") and ``maxlen`` (default 64)."""
+    a backbone preset -- becomes a SentenceEncoder with ``pooling`` (default "cls") and ``maxlen`` (default 64); a
+    sentence-transformers folder with its own pooling, Dense layers, normalisation and max_seq_length."""
     stored = preset_class_name(path)
     if stored in TASKS:
         return TASKS[stored].from_preset(path, pooling=pooling, maxlen=maxlen, **kwargs)
-    return SentenceEncoder.from_preset(path, pooling=pooling or "cls", maxlen=maxlen or 64, **kwargs)
+    return SentenceEncoder.from_preset(path, pooling=pooling, maxlen=maxlen, **kwargs)
 
 
 __all__ = ["CrossEncoder", "SBERTClassifier", "SentenceEncoder", "SimBERT", "TASKS", "Task", "build_pair_trainer",

@@ -6,10 +6,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from ..backbone import BertBackbone, backbone_inputs
+from ..backbones import BertBackbone, backbone_inputs
 from ..heads import HeadSpec
+from ..logs import log
 from ..losses import pair_cosine
-from ..pooling import Pooling
+from ..pooling import Pooling, pooling_modes
 from ..tokenizer import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
 from ..vectors import mean_of_windows, normalize_rows
 from .task import Task
@@ -27,39 +28,112 @@ class SentenceEncoder(Task):
     un-normalised [B, H] vectors, so it can be a layer of a larger model and be fine-tuned.
     ``query_prefix``: the text put before search queries (``encode_queries``) when the model was trained with one
     (asymmetric retrieval, e.g. "query: "); saved with the model.
+    ``dense``: Dense layers after the pooling, one dict each (``units``, ``activation``: a Keras name, default
+    linear, ``use_bias``: default True), as sentence-transformers' Dense modules. ``normalize``: whether
+    ``encode`` L2-normalises by default (False for a sentence-transformers folder without a Normalize module).
+    A sentence-transformers folder (``modules.json``) loads with its pooling, Dense layers, normalisation and
+    max_seq_length (``from_preset``).
     """
 
-    def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, query_prefix="", **kwargs):
-        if pooling == "first-last-avg" and not backbone.output_hidden_states:
+    def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, query_prefix="", dense=None,
+                 normalize=True, **kwargs):
+        modes = pooling_modes(pooling)
+        if "first-last-avg" in modes and not backbone.output_hidden_states:
             raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
                              "(SentenceEncoder.from_preset does this)")
+        dense = [self._dense_spec(d) for d in dense or ()]
         inputs = backbone_inputs()
         outputs = backbone(inputs, first_token_only=pooling in ("cls", "pooler"))  # see BertBackbone
         embedding = Pooling(pooling, name="pooling")(outputs, inputs["padding_mask"])
+        for i, spec in enumerate(dense):  # named, so that their weights save and load with the model's
+            embedding = keras.layers.Dense(spec["units"], activation=spec["activation"], use_bias=spec["use_bias"],
+                                           name=f"sentence_dense_{i}")(embedding)
         super().__init__(inputs=inputs, outputs=embedding, **kwargs)
-        if pooling != "pooler":  # the pooler does not reach the output: freeze it (no gradient warnings)
+        if "pooler" not in modes:  # the pooler does not reach the output: freeze it (no gradient warnings)
             backbone.get_layer("pooler_dense").trainable = False
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.maxlen = maxlen
         self.query_prefix = query_prefix
+        self.dense = dense
+        self.normalize = bool(normalize)
+
+    @staticmethod
+    def _dense_spec(spec):
+        """A Dense layer's dict with its defaults filled in; ValueError for an unknown key or activation."""
+        unknown = set(spec) - {"units", "activation", "use_bias"}
+        if unknown or "units" not in spec:
+            raise ValueError(f"a dense layer is a dict of units (required), activation, use_bias; got {spec!r}")
+        activation = spec.get("activation") or "linear"
+        keras.activations.get(activation)  # ValueError for an unknown name
+        return {"units": int(spec["units"]), "activation": activation, "use_bias": bool(spec.get("use_bias", True))}
 
     @classmethod
-    def _from_backbone_preset(cls, path, pooling="cls", maxlen=64, **backbone_kwargs):
-        backbone = BertBackbone.from_preset(path, output_hidden_states=pooling == "first-last-avg", **backbone_kwargs)
+    def _from_backbone_preset(cls, path, pooling=None, maxlen=None, **backbone_kwargs):
+        from ..checkpoints.sentence_transformers import is_sentence_transformers_folder
+
+        if is_sentence_transformers_folder(path):
+            return cls._from_sentence_transformers(path, pooling, maxlen, **backbone_kwargs)
+        pooling, maxlen = pooling or "cls", maxlen or 64
+        backbone = BertBackbone.from_preset(path, output_hidden_states="first-last-avg" in pooling_modes(pooling),
+                                            **backbone_kwargs)
         encoder = cls(backbone, Tokenizer.from_preset(path), pooling=pooling, maxlen=maxlen)
         encoder.check_vocabulary(path)
         return encoder
 
+    @classmethod
+    def _from_sentence_transformers(cls, path, pooling=None, maxlen=None, **backbone_kwargs):
+        """A sentence-transformers folder (``modules.json``): the Transformer module's backbone and tokenizer, with
+        the folder's pooling (unless ``pooling`` is given), Dense layers, normalisation and max_seq_length (unless
+        ``maxlen`` is given)."""
+        from ..checkpoints.sentence_transformers import read_folder
+
+        folder = read_folder(path)
+        if pooling is not None and pooling != folder.pooling:
+            log.warning("%s: pooling %r given, the sentence-transformers folder pools with %r: using %r (the one "
+                        "given)", path, pooling, folder.pooling, pooling)
+        pooling = pooling or folder.pooling
+        backbone = BertBackbone.from_preset(folder.transformer,
+                                            output_hidden_states="first-last-avg" in pooling_modes(pooling),
+                                            **backbone_kwargs)
+        folder.check_width(backbone.hidden_dim, pooling)
+        tokenizer = Tokenizer.from_preset(folder.transformer)
+        if folder.do_lower_case and not tokenizer.do_lower_case:  # sentence-transformers lowercases the input
+            vocab_file = tokenizer.vocab_file
+            tokenizer = Tokenizer(tokenizer.vocab, do_lower_case=True)
+            tokenizer.vocab_file = vocab_file
+        max_positions = backbone.max_sequence_length
+        if folder.maxlen and folder.maxlen > max_positions:
+            log.warning("%s: max_seq_length %d is above the model's %d position embeddings: cut to %d", path,
+                        folder.maxlen, max_positions, max_positions)
+            folder.maxlen = max_positions
+        encoder = cls(backbone, tokenizer, pooling=pooling, maxlen=maxlen or folder.maxlen or max_positions,
+                      query_prefix=folder.query_prefix, dense=folder.dense, normalize=folder.normalize)
+        for i, weights in enumerate(folder.dense_weights):
+            encoder.get_layer(f"sentence_dense_{i}").set_weights(weights)
+        encoder.check_vocabulary(folder.transformer)
+        encoder.max_input_tokens = folder.maxlen
+        log.info("%s: sentence-transformers folder read: %s", path, folder.summary())
+        return encoder
+
     def get_config(self):
-        return self._config(pooling=self.pooling, maxlen=self.maxlen, query_prefix=self.query_prefix)
+        return self._config(pooling=self.pooling, maxlen=self.maxlen, query_prefix=self.query_prefix,
+                            dense=self.dense, normalize=self.normalize)
+
+    @property
+    def dim(self):
+        """Width of the sentence vectors: the backbone's (times the number of concatenated poolings), or the last
+        Dense layer's."""
+        if self.dense:
+            return self.dense[-1]["units"]
+        return self.backbone.hidden_dim * len(pooling_modes(self.pooling))
 
     def head_spec(self):
         return HeadSpec.embedding(self.pooling)
 
     # ------------------------------------------------------------------ inference
-    def encode(self, texts, batch_size=64, normalize_embeddings=True, show_progress_bar=None, maxlen=None,
+    def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
                truncate_dim=None, long_text="truncate", stride=None, precision="auto"):
         """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
 
@@ -69,7 +143,9 @@ class SentenceEncoder(Task):
         tokens (a new window every ``stride`` tokens, default half a window) whose L2-normalised vectors are
         averaged, each weighted by its token count (``zoo.vectors.mean_of_windows``; a served model's
         ``--long-text chunk`` is the same code). ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
-        normalise. ``precision``: "auto" (the fastest path measured close to fp32 on this machine), "fp32" (Keras),
+        normalise. ``normalize_embeddings``: L2-normalise the vectors (default: the model's ``normalize``, True but
+        for a sentence-transformers folder without a Normalize module, as sentence-transformers' ``encode``).
+        ``precision``: "auto" (the fastest path measured close to fp32 on this machine), "fp32" (Keras),
         "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime
         graph, float or statically quantized with calibrated scales); see ``zoo.inference``.
         """
@@ -93,7 +169,7 @@ class SentenceEncoder(Task):
                 out = mean_of_windows(out, owner, weights, len(texts))
         if truncate_dim is not None:
             out = out[:, :truncate_dim]
-        if normalize_embeddings:
+        if self.normalize if normalize_embeddings is None else normalize_embeddings:
             out = normalize_rows(out)
         return out[0] if single else out
 
@@ -115,13 +191,14 @@ class SentenceEncoder(Task):
             raise ValueError(f"similarity_pairwise: {len(a)} texts vs {len(b)} texts")
         unique = list(dict.fromkeys(list(a) + list(b)))
         index = {t: i for i, t in enumerate(unique)}
-        emb = self.encode(unique, batch_size=batch_size, precision=precision)
+        emb = self.encode(unique, batch_size=batch_size, precision=precision, normalize_embeddings=True)
         return np.sum(emb[[index[t] for t in a]] * emb[[index[t] for t in b]], axis=1)
 
     def _as_embeddings(self, x, batch_size):
         if isinstance(x, np.ndarray) and x.dtype != object:
             return normalize_rows(np.atleast_2d(x))
-        return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size))
+        return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size,
+                                         normalize_embeddings=True))
 
 
 # ---------------------------------------------------------------------------------- training heads

@@ -8,7 +8,7 @@ import os
 import keras
 import numpy as np
 
-from ..backbone import BertBackbone, backbone_inputs
+from ..backbones import BertBackbone, backbone_inputs
 from ..config import CROSS_ENCODER_HEADS as HEADS
 from ..errors import ConfigError
 from ..heads import HeadSpec

@@ -8,7 +8,7 @@ import unicodedata
 import keras
 import numpy as np
 
-from ..backbone import BertBackbone, backbone_inputs
+from ..backbones import BertBackbone, backbone_inputs
 from ..logs import log
 from ..losses import SimBERTLoss
 from ..attention_masks import AttentionMask

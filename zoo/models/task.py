@@ -48,7 +48,7 @@ class Task(keras.Model):
                     raise ConfigError(f"{path} holds a {cls.__name__} saved with {key}={getattr(model, key)!r}; "
                                       f"it cannot be loaded with {key}={value!r}")
             return model
-        if stored not in (None, "BertBackbone"):
+        if stored is not None and not stored.endswith("Backbone"):
             log.info("%s holds a %s: building a new %s on its backbone", path, stored, cls.__name__)
         model = cls._from_backbone_preset(path, **kwargs)
         if stored is not None:  # a preset's backbone keeps the length it was trained for

@@ -213,7 +213,8 @@ class PresetEngine(Engine):
         self._check("input 'text'", texts, None, long_text)
         chunk = long_text == "chunk"
         vectors = await run_in_threadpool(self._run, lambda: self.model.encode(
-            texts, show_progress_bar=False, long_text="chunk" if chunk else "truncate", maxlen=self.limit))
+            texts, show_progress_bar=False, long_text="chunk" if chunk else "truncate", maxlen=self.limit,
+            normalize_embeddings=True))  # served L2-normalised (HeadSpec), as the exports serve them
         return vectors, tokens_embedded(self.model.tokenizer, self.limit, texts, chunk=chunk)
 
     async def score(self, pairs, long_text="refuse"):
