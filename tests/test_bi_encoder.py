@@ -183,7 +183,7 @@ def test_first_last_avg_needs_hidden_states(tiny_encoders):
     with pytest.raises(ValueError, match="output_hidden_states"):
         zoo.SentenceEncoder(bb, pooling="first-last-avg")
     with pytest.raises(ValueError, match="pooling must be one of"):
-        zoo.SentenceEncoder(bb, pooling="max")
+        zoo.SentenceEncoder(bb, pooling="median")  # not a pooling ("max" is one: sentence-transformers')
 
 
 # ------------------------------------------------------------------ word-order negatives and in-batch ranking

@@ -177,7 +177,7 @@ def op_save_views(args, batch=None, state=None):
 def op_build_family(args, batch=None, state=None):
     """A random transformers model of another family (``model``: e.g. "AlbertForPreTraining", ``config_class``:
     e.g. "AlbertConfig", ``config``), every parameter perturbed by ``scale``, saved with save_pretrained to
-    ``folder``. Returns its ``state/NAME`` arrays and, on ``batch``: sequence_output, hidden_state_I, pooled_output
+    ``folder`` (and with torch.save as ``bin_folder``/pytorch_model.bin). Returns its ``state/NAME`` arrays and, on ``batch``: sequence_output, hidden_state_I, pooled_output
     (where the family has a pooler) and mlm_logits (where the model has an MLM head)."""
     import torch
     import transformers
@@ -192,6 +192,10 @@ def op_build_family(args, batch=None, state=None):
             if name in frozen:
                 p.copy_(frozen[name])
     model.save_pretrained(args["folder"])
+    if args.get("bin_folder"):  # the same weights as a pytorch_model.bin folder (tied copies included)
+        os.makedirs(args["bin_folder"], exist_ok=True)
+        model.config.to_json_file(os.path.join(args["bin_folder"], "config.json"))
+        torch.save(model.state_dict(), os.path.join(args["bin_folder"], "pytorch_model.bin"))
     out = {f"state/{k}": v.detach().numpy() for k, v in model.state_dict().items()}
     with torch.no_grad():
         ids, seg, mask = (torch.as_tensor(np.asarray(batch[k]), dtype=torch.long)

@@ -188,20 +188,21 @@ class BertBackbone(keras.Model):
                              f"need a projection (project_embeddings=True)")
         init = lambda: keras.initializers.TruncatedNormal(stddev=0.02)  # noqa: E731
 
-        layers = {
-            "token_embedding": ReversibleEmbedding(
-                vocabulary_size, embedding_dim, tie_weights=True, embeddings_initializer=init(),
-                dtype=dtype, name="token_embedding"),
+        # created in BERT's order (token, position, segment): a random backbone draws its weights as before
+        layers = {"token_embedding": ReversibleEmbedding(
+            vocabulary_size, embedding_dim, tie_weights=True, embeddings_initializer=init(), dtype=dtype,
+            name="token_embedding")}
+        if position_encoding == "absolute":
+            layers["position_embedding"] = PositionEmbedding(
+                max_sequence_length, initializer=init(), dtype=dtype, name="position_embedding")
+        layers.update({
             "segment_embedding": keras.layers.Embedding(
                 num_segments, embedding_dim, embeddings_initializer=init(), dtype=dtype, name="segment_embedding"),
             "embeddings_add": keras.layers.Add(dtype=dtype, name="embeddings_add"),
             "embeddings_layer_norm": keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"),
             "embeddings_dropout": keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout"),
-        }
-        if position_encoding == "absolute":
-            layers["position_embedding"] = PositionEmbedding(
-                max_sequence_length, initializer=init(), dtype=dtype, name="position_embedding")
+        })
         if task_type_vocabulary_size:
             layers["task_type_embedding"] = keras.layers.Embedding(
                 task_type_vocabulary_size, embedding_dim, embeddings_initializer=init(), dtype=dtype,
