@@ -565,3 +565,24 @@ def test_a_tokenizer_saved_into_a_preset_joins_its_manifest(tmp_path, tiny_tok):
     vocab.write_text(vocab.read_text(encoding="utf-8").replace("\n", "\n\n", 1), encoding="utf-8")
     with pytest.raises(CheckpointError, match="vocab.txt"):
         zoo.Tokenizer.from_preset(tmp_path / "p")
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_folder_with_only_tokenizer_json_reads_its_wordpiece_vocabulary(tmp_path, tiny_vocab, lowercase):
+    """transformers 5 saves a fast tokenizer (tokenizer.json) and no vocab.txt: its WordPiece vocabulary and its
+    lowercase setting are read, giving the ids of the vocab.txt it came from; another model type is refused."""
+    from tokenizers import BertWordPieceTokenizer
+
+    tokens, vocab_path = tiny_vocab
+    BertWordPieceTokenizer({t: i for i, t in enumerate(tokens)}, lowercase=lowercase).save(
+        str(tmp_path / "tokenizer.json"))
+    loaded = zoo.Tokenizer.from_preset(tmp_path)
+    assert loaded.vocab == tokens and loaded.do_lower_case == lowercase
+    texts = ["今天天气很好", "Hello World 中国人", "ＡＢＣ我们"]
+    assert loaded(texts, maxlen=16)["token_ids"].tolist() == \
+        zoo.Tokenizer(tokens, do_lower_case=lowercase)(texts, maxlen=16)["token_ids"].tolist()
+    config = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    config["model"]["type"] = "BPE"
+    (tmp_path / "tokenizer.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(zoo.CheckpointError, match="'BPE' tokenizer"):
+        zoo.Tokenizer.from_preset(tmp_path)

@@ -20,6 +20,7 @@ PRESET_CONFIG = "zoo_config.json"
 PRESET_WEIGHTS = "model.weights.h5"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG = "tokenizer_config.json"
+HF_TOKENIZER = "tokenizer.json"  # transformers' fast tokenizer (its WordPiece vocabulary, where vocab.txt is absent)
 # checkpoints of other frameworks
 GOOGLE_CONFIG = "bert_config.json"
 HF_CONFIG = "config.json"

@@ -17,7 +17,7 @@ import unicodedata
 import numpy as np
 
 from .errors import CheckpointError, MissingFileError
-from .paths import (PRESET_CONFIG, TOKENIZER_CONFIG, VOCAB_FILE, check_manifest, file_manifest, read_json_file,
+from .paths import (HF_TOKENIZER, PRESET_CONFIG, TOKENIZER_CONFIG, VOCAB_FILE, check_manifest, file_manifest, read_json_file,
                     resolve, write_json_atomic, write_text_atomic)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -33,7 +33,10 @@ def batch_length(rows, maxlen=None):
 
 
 def read_vocab(path):
-    """Read a vocab.txt (one token a line) into a list of tokens; the line number is the id."""
+    """Read a vocab.txt (one token a line) into a list of tokens; the line number is the id. A transformers
+    ``tokenizer.json`` gives its WordPiece vocabulary in id order."""
+    if os.path.basename(path) == HF_TOKENIZER:
+        return wordpiece_vocab(_read_json(path), path)
     try:
         with open(path, encoding="utf-8") as f:
             tokens = [line.rstrip("\r\n") for line in f]
@@ -154,8 +157,8 @@ class Tokenizer:
 
     @classmethod
     def from_preset(cls, path, simplified=False, startswith=SPECIAL_TOKENS):
-        """The tokenizer of a zoo preset (folder or name), a run folder, a Google TF1 or transformers folder, or a
-        ``vocab.txt``, or a keras-hub preset folder (``assets/tokenizer/vocabulary.txt``, ``lowercase`` from its
+        """The tokenizer of a zoo preset (folder or name), a run folder, a Google TF1 or transformers folder (its
+        ``vocab.txt``, else the WordPiece vocabulary of its ``tokenizer.json``), or a ``vocab.txt``, or a keras-hub preset folder (``assets/tokenizer/vocabulary.txt``, ``lowercase`` from its
         ``tokenizer.json``). ``do_lower_case`` comes from ``tokenizer_config.json`` when there is one (default True, as
         for every Chinese BERT). ``simplified=True`` slims the vocabulary like bert4keras; the result's
         ``keep_tokens`` must then be passed to ``BertBackbone.from_preset``."""
@@ -173,11 +176,15 @@ class Tokenizer:
             vocab_path, do_lower_case = keras_hub
         elif os.path.isdir(path):
             vocab_path = os.path.join(path, VOCAB_FILE)
+            if not os.path.exists(vocab_path) and os.path.exists(os.path.join(path, HF_TOKENIZER)):
+                vocab_path = os.path.join(path, HF_TOKENIZER)  # a folder saved with only transformers' fast tokenizer
+                do_lower_case = (_read_json(vocab_path).get("normalizer") or {}).get("lowercase", True)
             if not os.path.exists(vocab_path):
-                raise MissingFileError(f"{vocab_path}: no {VOCAB_FILE} in this folder")
+                raise MissingFileError(f"{vocab_path}: no {VOCAB_FILE} (nor a WordPiece {HF_TOKENIZER}) in this "
+                                       f"folder")
             config_path = os.path.join(path, TOKENIZER_CONFIG)
             if os.path.exists(config_path):
-                do_lower_case = _read_json(config_path).get("do_lower_case", True)
+                do_lower_case = _read_json(config_path).get("do_lower_case", do_lower_case)
         else:
             vocab_path = path
         tokens = read_vocab(vocab_path)
@@ -341,6 +348,18 @@ def _truncate(maxlen, first, second):
     while sum(len(p) for p, _ in parts) > maxlen:
         longest = max((p for p, floor in parts if len(p) > floor), key=len)
         longest.pop(-2)
+
+
+def wordpiece_vocab(config, path):
+    """The tokens, in id order, of a transformers ``tokenizer.json`` (parsed as ``config``) whose model is WordPiece
+    (BERT's); CheckpointError naming ``path`` for another model or ids with gaps."""
+    model = config.get("model") or {}
+    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        raise CheckpointError(f"{path}: a {model.get('type')!r} tokenizer; zoo reads WordPiece (BERT) vocabularies")
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    if [model["vocab"][t] for t in tokens] != list(range(len(tokens))):
+        raise CheckpointError(f"{path}: the WordPiece ids are not 0..{len(tokens) - 1}")
+    return tokens
 
 
 def _read_json(path):
