@@ -112,5 +112,6 @@ def save_transformers(backbone, folder, tokenizer=None, pooling=None, maxlen=Non
             "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": False,
             "pooling_mode_mean_sqrt_len_tokens": False})
     elif pooling is not None:
-        log.warning("sentence-transformers has no %r pooling: %s holds the transformers model only", pooling, folder)
+        log.warning("zoo writes sentence-transformers modules for cls and mean pooling only (not %r): %s holds the "
+                    "transformers model only", pooling, folder)
     return folder
