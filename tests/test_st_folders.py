@@ -149,6 +149,19 @@ def test_a_sentence_transformers_encoder_round_trips_as_a_zoo_preset(st_folders,
         np.testing.assert_array_equal(again.encode(TEXTS, precision="fp32"), encoder.encode(TEXTS, precision="fp32"))
 
 
+def test_the_backbone_of_an_older_folder_loads_from_its_transformer_module(st_folders):
+    """An older folder keeps its transformer in 0_Transformer/ (no config.json at the top): BertBackbone.from_preset
+    follows modules.json to it."""
+    from keras import ops
+
+    folder, _ = st_folders["legacy_weightedmean"]
+    encoder = zoo.SentenceEncoder.from_preset(folder)
+    backbone = zoo.BertBackbone.from_preset(folder)
+    batch = encoder.tokenizer(TEXTS, maxlen=16)
+    want = ops.convert_to_numpy(encoder.backbone(batch)["sequence_output"])
+    np.testing.assert_array_equal(ops.convert_to_numpy(backbone(batch)["sequence_output"]), want)
+
+
 def test_given_pooling_and_maxlen_win_over_the_folder_with_a_warning(st_folders, caplog):
     folder, expected = st_folders["mean"]
     with caplog.at_level(logging.INFO, logger="zoo"):

@@ -22,6 +22,7 @@ from ..paths import GOOGLE_CONFIG, HF_CONFIG, PRESET_CONFIG, PRESET_WEIGHTS, res
 from ..presets import load_saved
 from .google import GoogleCheckpoint, save_google_checkpoint, write_bert_config
 from .keras_hub import keras_hub_source, keras_hub_weights
+from .sentence_transformers import MODULES_FILE, read_folder
 from .mapping import (OPTIONAL_PREFIXES, backbone_arrays, bert_config, google_shape, google_to_hf, read_config,
                       tf1_family, tf1_to_canonical, variable_map)
 from .transformers import HFCheckpoint, save_transformers, weight_files
@@ -76,6 +77,8 @@ def detect_layout(path):
     files = sorted(os.listdir(path))
     if PRESET_CONFIG in files:
         return Layout("preset", path, os.path.join(path, PRESET_CONFIG), os.path.join(path, PRESET_WEIGHTS))
+    if MODULES_FILE in files and HF_CONFIG not in files:  # an older sentence-transformers folder: 0_Transformer/
+        return detect_layout(read_folder(path).transformer)
     config = tf1_config(path)
     indexes = [f for f in files if f.endswith(".index")]
     if config == GOOGLE_CONFIG or (config and indexes):
