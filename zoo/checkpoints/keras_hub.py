@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import CheckpointError, MissingFileError
 from ..paths import read_json_file
-from .mapping import google_shape
+from .mapping import config_sizes, google_shape
 
 CONFIG = "config.json"
 WEIGHTS = ("model.weights.h5", "model.weights.json")  # one file, or the index of sharded ones
@@ -120,11 +120,8 @@ def bert_kwargs(config, backbone, path):
     """keras-hub ``BertBackbone`` config (``config.json``'s "config") -> zoo ``BertBackbone`` keyword arguments.
     The activation and LayerNorm epsilon are fixed in keras-hub's source, not in its config: they are read from
     the loaded ``backbone``'s layers."""
-    missing = [key for key in CONFIG_KEYS.values() if key not in config]
-    if missing:
-        raise CheckpointError(f"{path}: missing field(s) {missing} in the keras-hub BertBackbone config")
+    kwargs = config_sizes(config, CONFIG_KEYS, f"{path} (keras-hub BertBackbone config)")
     try:
-        kwargs = {arg: int(config[key]) for arg, key in CONFIG_KEYS.items()}
         kwargs["dropout"] = float(config.get("dropout", 0.1))
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: a size or rate field is not a number ({e})") from None

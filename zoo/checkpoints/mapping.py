@@ -255,6 +255,18 @@ MODEL_TYPES = ("bert", "roformer", "albert", "electra", "ernie")  # transformers
 NOT_SUPPORTED = {"nezha": "transformers 5 no longer ships NEZHA, so zoo has no reference to prove parity against"}
 
 
+def config_sizes(config, keys, path):
+    """``{argument: int(config[key])}`` for ``keys`` (argument -> config key); CheckpointError naming ``path`` for a
+    missing field or one that is not a number."""
+    missing = [key for key in keys.values() if key not in config]
+    if missing:
+        raise CheckpointError(f"{path}: missing field(s) {missing}")
+    try:
+        return {arg: int(config[key]) for arg, key in keys.items()}
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: a size or rate field is not a number ({e})") from None
+
+
 def read_config(path, family=None):
     """A checkpoint's config (Google / bert4keras ``*_config.json``, transformers ``config.json``) -> (family,
     backbone keyword arguments). ``family``: what a TF1 checkpoint's names showed (its config has no model type);
@@ -268,11 +280,8 @@ def read_config(path, family=None):
                                   f"{', '.join(MODEL_TYPES)} checkpoints (RoBERTa-wwm and MacBERT are 'bert')")
         family = model_type
     family = family or "bert"
-    missing = [k for k in CONFIG_KEYS.values() if k not in config]
-    if missing:
-        raise CheckpointError(f"{path}: missing field(s) {missing}")
+    kwargs = config_sizes(config, CONFIG_KEYS, path)
     try:
-        kwargs = {arg: int(config[key]) for arg, key in CONFIG_KEYS.items()}
         kwargs["num_segments"] = int(config.get("type_vocab_size", 2))
         kwargs["dropout"] = float(config.get("hidden_dropout_prob", 0.1))
         kwargs["layer_norm_epsilon"] = float(config.get("layer_norm_eps", 1e-12))
