@@ -146,8 +146,8 @@ def test_bf16_falls_back_with_a_warning_or_runs_in_bfloat16(setup, monkeypatch, 
 
 
 def test_zoo_encode_runs_auto_by_default_and_records_its_choice(setup, tmp_path, monkeypatch, caplog):
-    """precision auto (the default): decided once, before any chunk (worker processes then read the recorded
-    choice from the cache); the vectors are those of encode at that precision."""
+    """precision auto (the default, lossless): decided once, before any chunk, from the parity recorded with the
+    model's fused graph; the vectors are those of encode at that precision, and OUT.npy.json says which."""
     require_module("onnxruntime", "pip install 'zoo[onnx]'")
     from zoo import inference
 
@@ -159,7 +159,8 @@ def test_zoo_encode_runs_auto_by_default_and_records_its_choice(setup, tmp_path,
         run(root, tmp_path / "v.npy")
     assert caplog.text.count("precision auto:") == 1
     [info] = (tmp_path / "cache").glob("onnx/*/info.json")
-    [record] = json.loads(info.read_text())["auto"].values()
+    record = {"choice": "onnx-fp32" if json.loads(info.read_text())["parity_max_abs_diff"] <= 1e-4 else "fp32"}
+    assert json.loads((tmp_path / "v.npy.json").read_text())["vector_source"]["precision"] == record["choice"]
     # encode at that precision, in one call: every precision's vectors are independent of the batch
     expected = encoder.encode(texts, precision=record["choice"])
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), expected, atol=1e-6)

@@ -144,15 +144,36 @@ def tiny_encoder(seed=3, pooling="mean"):
                                TOKENIZER, pooling=pooling, maxlen=32)
 
 
-def test_auto_measures_once_records_logs_and_follows_the_weights(fresh_cache, monkeypatch, caplog):
-    encoder = tiny_encoder()
+def test_auto_is_lossless(fresh_cache, monkeypatch, caplog):
+    """auto never changes a vector beyond float32 rounding: the fused fp32 graph where its parity with Keras was
+    recorded when it was written, Keras fp32 otherwise; never int8, however fast it measures."""
+    encoder = tiny_encoder(seed=6)
+    monkeypatch.setattr(autotune, "measure", lambda model: pytest.fail("auto measured speeds"))
     with caplog.at_level(logging.INFO, logger="zoo"):
         vectors = encoder.encode(TEXTS)
-    choice = inference._RUNNERS[encoder]["auto"]
-    assert choice in ("fp32", "onnx-fp32", "int8") and f"precision auto: {choice}" in caplog.text
-    np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
+    assert inference._RUNNERS[encoder]["auto"] == "onnx-fp32" and "precision auto: onnx-fp32" in caplog.text
+    np.testing.assert_allclose(vectors, encoder.encode(TEXTS, precision="fp32"), atol=TOLERANCE)
     [info_path] = fresh_cache.glob("onnx/*/info.json")
-    [record] = json.loads(info_path.read_text())["auto"].values()
+    info = json.loads(info_path.read_text())
+    assert info["parity_max_abs_diff"] <= TOLERANCE and info["parity_texts"] == len(onnx_graphs.PARITY_TEXTS)
+    assert encoder.vector_source() == {"runtime": "onnxruntime", "precision": "onnx-fp32", "graph_sha256":
+                                       info["files"]["model.onnx"]["sha256"]}
+    info["parity_max_abs_diff"] = 1.0  # a graph that did not match Keras when written: Keras itself
+    info_path.write_text(json.dumps(info))
+    inference.forget(encoder)
+    assert inference.choose(encoder) == "fp32"
+    assert encoder.vector_source("auto") == {"runtime": "keras", "precision": "fp32", "graph_sha256": None}
+
+
+def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_cache, monkeypatch, caplog):
+    encoder = tiny_encoder()
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        vectors = encoder.encode(TEXTS, precision="fastest")
+    choice = inference._RUNNERS[encoder]["fastest"]
+    assert choice in ("fp32", "onnx-fp32", "int8") and f"precision fastest: {choice}" in caplog.text
+    np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
+    [record_path] = fresh_cache.glob("onnx/fastest/*.json")
+    record = json.loads(record_path.read_text())
     assert record["choice"] == choice and record["parity_max_abs_diff"] <= autotune.PARITY_TOLERANCE
     assert set(record["spearman"]) == {"onnx-fp32", "int8"} and {"fp32", "onnx-fp32"} <= set(record["seconds"])
     assert record["probe"] == "first 500 pairs of LCQMC valid"
@@ -161,11 +182,11 @@ def test_auto_measures_once_records_logs_and_follows_the_weights(fresh_cache, mo
     twin.set_weights(encoder.get_weights())
     twin.tokenizer = TOKENIZER
     monkeypatch.setattr(autotune, "measure", lambda model: pytest.fail("measured again"))
-    np.testing.assert_array_equal(twin.encode(TEXTS), vectors)
+    np.testing.assert_array_equal(twin.encode(TEXTS, precision="fastest"), vectors)
     # new weights: new graphs (the runners follow), measured again
     encoder.set_weights([w + 0.05 for w in encoder.get_weights()])
     with pytest.raises(pytest.fail.Exception, match="measured again"):
-        encoder.encode(TEXTS)
+        encoder.encode(TEXTS, precision="fastest")
     np.testing.assert_allclose(encoder.encode(TEXTS, precision="onnx-fp32"), encoder.encode(TEXTS, precision="fp32"),
                                atol=TOLERANCE)
     assert len(list(fresh_cache.glob("onnx/*/info.json"))) == 2
@@ -210,12 +231,12 @@ def test_auto_rules(monkeypatch):
         encoder.encode(TEXTS, precision="int8")
 
 
-def test_auto_for_a_cross_encoder_scores_the_probe_pairs(fresh_cache):
+def test_fastest_for_a_cross_encoder_scores_the_probe_pairs(fresh_cache):
     scorer = zoo.CrossEncoder(tiny_backbone(seed=8), TOKENIZER, head="cosent", maxlen=32)
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
-    scores = scorer.score(pairs)  # precision auto: measured on the probe pairs, recorded
-    [info] = fresh_cache.glob("onnx/*/info.json")
-    [record] = json.loads(info.read_text())["auto"].values()
+    scores = scorer.score(pairs, precision="fastest")  # measured on the probe pairs, recorded
+    [info] = fresh_cache.glob("onnx/fastest/*.json")
+    record = json.loads(info.read_text())
     assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"}
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)
     np.testing.assert_array_equal(scores, scorer.score(pairs, precision=record["choice"]))

@@ -8,7 +8,8 @@ Loads the run's best model with the loading verb (``SentenceEncoder.from_preset`
 saves it as float32 and as float16, and scores both on the valid and test splits of ATEC, BQ, LCQMC, PAWSX and
 STS-B (Spearman x100 of the cosine). The float16 copy ships unless a valid Spearman moves by more than
 ``--max-drop``; test scores are reported, never used for the choice. Writes ``data/presets/NAME/`` (weights,
-tokenizer, ``zoo_config.json``), its ``README.md`` (model card) and ``ship.json`` (every figure of the card).
+tokenizer, ``zoo_config.json``), its ``README.md`` (model card), ``ship.json`` (every figure of the card) and
+``onnx/``: the fused fp32 ONNX graph the light runtime encodes with (``--graphs-only`` writes it again).
 """
 
 import argparse
@@ -21,6 +22,7 @@ import tempfile
 import zoo
 from zoo.data import load_splits
 from zoo.evaluation import evaluate_task
+from zoo.onnx_graphs import write_preset_graphs
 from zoo.paths import PRESETS_DIR, write_json_atomic
 from zoo.train.results import table, versions
 
@@ -123,11 +125,16 @@ def main():
                                                    "stopped before its last epoch: its best model so far ships)")
     p.add_argument("--card-only", action="store_true", help="rewrite the card of an already shipped preset from its "
                                                             "ship.json (with --extra / --weaknesses)")
+    p.add_argument("--graphs-only", action="store_true", help="write (again) the fused fp32 ONNX graph an already "
+                                                              "shipped preset carries in NAME/onnx/ (the light runtime)")
     p.add_argument("--extra", default=None, help="a JSON file whose 'markdown' goes into the card (e.g. a "
                                                  "paraphrase benchmark's tables)")
     args = p.parse_args()
 
     target = os.path.join(PRESETS_DIR, args.name)
+    if args.graphs_only:
+        print(f"wrote {write_preset_graphs(zoo.from_preset(target), target)}")
+        return
     if args.card_only:  # the figures stay; the card is written again (e.g. with a new --extra)
         record = json.load(open(os.path.join(target, "ship.json"), encoding="utf-8"))
         record["card_command"] = "python tools/ship_preset.py " + " ".join(a if " " not in a else repr(a)
@@ -164,6 +171,7 @@ def main():
                   a if " " not in a else repr(a) for a in sys.argv[1:])}
     write_json_atomic(os.path.join(tmp, "ship.json"), record)
     write_card(tmp, record, args.extra, args.weaknesses)
+    write_preset_graphs(cls.from_preset(tmp), tmp)
     zoo.paths.replace_dir(tmp, target)
     shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {target} ({dtype}, {sizes[dtype] / 2**20:.1f} MiB)")

@@ -1,8 +1,10 @@
-"""``precision="auto"``'s measurement: which precision is fastest for a model on this machine among those whose
-quality loss was measured small (the rules: ``zoo.inference``'s docstring), recorded beside its cached graphs."""
+"""What ``precision="auto"`` and ``"fastest"`` run (the rules: ``zoo.inference``'s docstring). auto reads the
+parity recorded with the model's fused graph; fastest measures which precision is fastest for a model on this
+machine among those whose quality loss was measured small, recorded in zoo's cache."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import platform
@@ -12,13 +14,12 @@ import numpy as np
 
 from .data import iter_pairs, task_file
 from .logs import log
-from .onnx_graphs import CACHE_INFO, ONNX_PRECISIONS, cached_graphs, onnx_session, require_onnx
-from .paths import DATA_DIR, write_json_atomic
+from .onnx_graphs import (ONNX_PRECISIONS, PARITY_TEXTS, PARITY_TOLERANCE, cached_graphs, graph_path, onnx_session,
+                          require_onnx)
+from .paths import DATA_DIR, cache_dir, read_json_file, sha256_of, write_json_atomic
 
-# auto's bounds. PARITY_TOLERANCE: the largest |onnx-fp32 - Keras| accepted, the parity bound the fused graphs are
-# tested to. MAX_SPEARMAN_LOSS: the largest Spearman loss (x100) accepted from a faster path, the bound the
+# fastest's bounds. MAX_SPEARMAN_LOSS: the largest Spearman loss (x100) accepted from a faster path, the bound the
 # inference benchmark holds every system to (bench/bench_inference.py). PROBE_PAIRS: 1,000 probe texts.
-PARITY_TOLERANCE = 1e-4
 MAX_SPEARMAN_LOSS = 0.3
 PROBE_PAIRS = 500
 PROBE_ROUNDS = 3  # timed rounds of the probe workload per candidate, interleaved
@@ -26,9 +27,10 @@ PROBE_TIMED_ROWS = 320
 PROBE_SINGLE_ROWS = 64  # of those, also run one at a time in each round
 
 
-def decide(model):
-    """(precision, reason) of auto for ``model``: Keras fp32 on an accelerator or without a fused graph, else
-    the measured choice recorded for this machine (``measure``, run once and recorded)."""
+def decide(model, mode="auto"):
+    """(precision, reason) of ``mode`` ("auto" or "fastest") for ``model``: Keras fp32 on an accelerator or
+    without a fused graph; else auto's onnx-fp32 when the graph's recorded parity holds, or fastest's measured
+    choice for this machine (``measure``, run once and recorded in zoo's cache)."""
     device = accelerator()
     if device:
         return "fp32", f"Keras on the {device}"
@@ -39,16 +41,28 @@ def decide(model):
         describe(model)
     except (ImportError, TypeError) as e:
         return "fp32", str(e)
-    folder, info = cached_graphs(model)
+    _, info = cached_graphs(model)
+    diff = info.get("parity_max_abs_diff")
+    if diff is None or not diff <= PARITY_TOLERANCE:
+        return "fp32", f"the fused graph differs from Keras by {diff} (> {PARITY_TOLERANCE:g}) on probe texts"
+    if mode == "auto":
+        return "onnx-fp32", f"lossless: the fused fp32 graph, {diff:.1g} from Keras on probe texts"
     machine = machine_id()
-    record = info.get("auto", {}).get(machine)
-    if record is None:
-        record = measure(model)
-        info.setdefault("auto", {})[machine] = record
+    path = cache_dir("onnx", "fastest", hashlib.sha256(
+        (sha256_of(graph_path(model, "onnx-fp32")) + machine).encode()).hexdigest()[:40] + ".json")
+    record = None
+    if os.path.exists(path):
         try:
-            write_json_atomic(os.path.join(folder, CACHE_INFO), info)
+            record = read_json_file(path, "precision fastest's measurement")
+        except Exception:  # noqa: BLE001 -- a damaged record is measured again
+            record = None
+    if record is None:
+        record = dict(measure(model), machine=machine)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_json_atomic(path, record)
         except OSError as e:
-            log.warning("cannot record auto's measurement in %s: %s", folder, e)
+            log.warning("cannot record fastest's measurement in %s: %s", path, e)
     return record["choice"], record["reason"]
 
 
@@ -99,10 +113,6 @@ def probe_pairs(limit=PROBE_PAIRS):
     return [a for a, _, _ in rows], [b for _, b, _ in rows], np.asarray([y for _, _, y in rows])
 
 
-PARITY_TEXTS = ("今天天气不错", "今天天气很好", "花呗怎么开通", "如何开通花呗", "我想买一部新手机，有什么推荐吗？",
-                "zoo 的句向量", "", "北京到上海的高铁要多久")
-
-
 def probe_rows(model, a, b):
     """Rows of the probe: one per pair for a pair model; one per distinct text otherwise (+ the text index)."""
     if model.head_spec().pairs:
@@ -121,7 +131,7 @@ def pair_scores(model, outputs, index, a, b):
 
 
 def measure(model):
-    """auto's measurement for ``model`` on this machine -> {"choice", "reason", and the numbers}."""
+    """fastest's measurement for ``model`` on this machine -> {"choice", "reason", and the numbers}."""
     import keras
     from scipy.stats import spearmanr
 

@@ -284,7 +284,7 @@ def export_onnx(model, path, quantize="none"):
     ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the served output (``embedding``,
     L2-normalised, or ``score``). ``quantize``: "none" (float32, lossless), "int8" (ONNX Runtime's static
     quantization with calibrated scales, ``zoo.onnx_graphs.quantize``: batch-independent) or "auto" (int8 when
-    ``zoo.inference.choose`` picks it for this model on this machine). Returns the precision written: "onnx-fp32"
+    precision "fastest" picks it for this model on this machine, ``zoo.inference.choose``). Returns the precision written: "onnx-fp32"
     or "int8"."""
     import tempfile
 
@@ -301,7 +301,7 @@ def export_onnx(model, path, quantize="none"):
 
     serving_spec(model)
     if quantize == "auto":
-        quantize = "int8" if choose(model.served_model()) == "int8" else "none"
+        quantize = "int8" if choose(model.served_model(), "fastest") == "int8" else "none"
     graph = fused_graph(model, served=True)
     path = os.fspath(path)
     if quantize == "none":
@@ -309,7 +309,7 @@ def export_onnx(model, path, quantize="none"):
         return "onnx-fp32"
     with tempfile.TemporaryDirectory() as tmp:
         onnx.save(graph, os.path.join(tmp, ONNX_FILE))
-        quantize_graph(os.path.join(tmp, ONNX_FILE), path, model)
+        quantize_graph(os.path.join(tmp, ONNX_FILE), path, model.tokenizer, model.maxlen, serving_spec(model).pairs)
     return "int8"
 
 

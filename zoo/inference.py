@@ -8,20 +8,17 @@
 - ``int8``: the same fused graph with ONNX Runtime's static quantization (``zoo.onnx_graphs.quantize``: int8
   weights per output channel and uint8 activations for every matrix product, with fixed scales calibrated on texts
   shipped with zoo, so a text's vector does not depend on the texts in its batch).
-- ``auto`` (the default): ``$ZOO_PRECISION`` when set, else the fastest path on this machine among those whose
-  quality loss was measured small (``choose``). On a GPU that is Keras fp32; without ONNX Runtime
-  (``pip install 'zoo[onnx]'``) fp32 as well. Otherwise, the first time a model (by the hash of its weights) is
-  seen on a machine, zoo measures on a probe set -- the first ``PROBE_PAIRS`` pairs of LCQMC's valid split in
-  zoo's data folder -- and keeps:
-    * ``onnx-fp32`` when its outputs equal the Keras model's within ``PARITY_TOLERANCE`` on probe texts,
-    * ``int8`` when, besides, its Spearman on the probe pairs is at most ``MAX_SPEARMAN_LOSS`` below onnx-fp32's,
-  then times Keras fp32 and the kept ONNX paths on a probe workload -- ``PROBE_TIMED_ROWS`` probe rows in batches of
-  64 (bulk encoding), then ``PROBE_SINGLE_ROWS`` of them one at a time (served requests) -- in interleaved rounds
-  and picks the fastest (median seconds of the whole workload). Where int8's matrix products are no faster than
-  float32 ones (AVX2 without VNNI) the batches take about as long on both ONNX paths and the single rows decide.
-  bf16 is never picked: its quality loss is not measured here. The choice, with its numbers, is logged and
-  recorded beside the cached graphs. Without the probe data (an installed wheel) int8's quality cannot be
-  measured: auto then picks the faster of fp32 and onnx-fp32 on the probe texts.
+- ``auto`` (the default), lossless: never changes a vector beyond float32 rounding. ``onnx-fp32`` where ONNX
+  Runtime is installed, the model has a fused graph and that graph's outputs were measured within
+  ``PARITY_TOLERANCE`` of the Keras model's when it was written (``zoo.onnx_graphs.parity``); Keras fp32
+  otherwise (and on a GPU). ``$ZOO_PRECISION`` replaces it when set.
+- ``fastest``, lossy by choice: the fastest path on this machine among those whose quality loss was measured
+  small (``zoo.autotune``). The first time a model's graph is seen on a machine, zoo measures on a probe set --
+  the first ``PROBE_PAIRS`` pairs of LCQMC's valid split in zoo's data folder -- and keeps ``onnx-fp32`` when
+  its parity holds and ``int8`` when, besides, its Spearman on the probe pairs is at most ``MAX_SPEARMAN_LOSS``
+  below onnx-fp32's, then times Keras fp32 and the kept ONNX paths on a probe workload (batches of 64, then
+  single rows) in interleaved rounds and picks the fastest. The choice, with its numbers, is logged and
+  recorded in zoo's cache. Without the probe data int8's quality cannot be measured: it is not a candidate.
 
 The ONNX graphs and sessions are ``zoo.onnx_graphs``'s, auto's measurement ``zoo.autotune``'s. The bf16 copy and ONNX sessions are built at first use and
 kept per model; they follow the weights: a change (more training, ``set_weights``) is noticed from a sample of
@@ -40,7 +37,7 @@ from .autotune import decide
 from .logs import log
 from .onnx_graphs import ONNX_PRECISIONS, onnx_session  # noqa: F401  (ONNX_PRECISIONS: zoo.inference's name)
 
-PRECISIONS = ("auto", "fp32", "bf16", "onnx-fp32", "int8")
+PRECISIONS = ("auto", "fastest", "fp32", "bf16", "onnx-fp32", "int8")
 _RUNNERS = weakref.WeakKeyDictionary()  # model -> {"fingerprint": ..., precision: Runner, "auto": precision}
 _WATCHED = weakref.WeakKeyDictionary()  # model -> the variables weights_fingerprint reads
 _warned = set()
@@ -83,8 +80,8 @@ def resolve_precision(precision, model=None):
     """The precision that will run: ``precision``, auto's choice for ``model``, or fp32 (with one warning) for bf16
     on a CPU without it."""
     check_precision(precision)
-    if precision == "auto":
-        precision = choose(model) if model is not None else "fp32"
+    if precision in ("auto", "fastest"):
+        precision = choose(model, precision) if model is not None else "fp32"
     if precision == "bf16" and not bf16_supported():
         if "bf16" not in _warned:
             log.warning("precision='bf16' needs a CPU with AVX512-BF16 or AMX (this one has neither): running fp32")
@@ -96,7 +93,7 @@ def resolve_precision(precision, model=None):
 def runner(model, precision="auto"):
     """A ``Runner`` of ``model`` at ``precision`` (built once per model and weights)."""
     check_precision(precision)
-    if precision == "auto" and os.environ.get("ZOO_PRECISION"):
+    if precision in ("auto", "fastest") and os.environ.get("ZOO_PRECISION"):
         precision = forced_precision()
         if precision in ONNX_PRECISIONS and (refusal := no_fused_graph(model)):  # a default, not a demand
             if not _RUNNERS.setdefault(model, {}).get("forced_to_fp32"):  # said once per model
@@ -172,17 +169,16 @@ def bfloat16_copy(model):
 
 
 # ----------------------------------------------------------------------------------- auto
-def choose(model):
-    """The precision ``auto`` runs for ``model`` (see the module's docstring); decided once per model and weights,
-    recorded beside its cached graphs, logged."""
+def choose(model, mode="auto"):
+    """The precision ``auto`` (lossless) or ``fastest`` runs for ``model`` (see the module's docstring); decided
+    once per model and weights, logged."""
     state = _RUNNERS.setdefault(model, {})
-    if "auto" in state:
-        return state["auto"]
-    choice, reason = (forced_precision(), "set by ZOO_PRECISION") if os.environ.get("ZOO_PRECISION") \
-        else decide(model)
-    log.info("precision auto: %s for this %s (%s)", choice, type(model).__name__, reason)
-    state["auto"] = choice
-    return choice
+    if mode not in state:
+        choice, reason = (forced_precision(), "set by ZOO_PRECISION") if os.environ.get("ZOO_PRECISION") \
+            else decide(model, mode)
+        log.info("precision %s: %s for this %s (%s)", mode, choice, type(model).__name__, reason)
+        state[mode] = choice
+    return state[mode]
 
 
 def forced_precision():

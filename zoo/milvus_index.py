@@ -58,7 +58,8 @@ class MilvusIndex(SemanticIndex):
     filters = True  # search takes filter expressions on the metadata
 
     def __init__(self, encoder=None, dim=None, backend="milvus", uri="zoo.db", collection="zoo", model=None,
-                 lexical="bigram", token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", calibration=None):
+                 lexical="bigram", token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", calibration=None,
+                 vector_source=None):
         MilvusClient = require("pymilvus", "milvus", "the Milvus backend").MilvusClient
 
         if backend != "milvus":
@@ -66,7 +67,7 @@ class MilvusIndex(SemanticIndex):
         self.backend, self.collection = backend, collection
         self.uri = os.path.abspath(uri) if _local(str(uri)) else str(uri)
         super().__init__(encoder, dim, model=model, lexical=lexical, hybrid_weight=hybrid_weight, fusion=fusion,
-                         calibration=calibration)
+                         calibration=calibration, vector_source=vector_source)
         self.index_type = index_type or ("FLAT" if _local(self.uri) else "AUTOINDEX")
         self.client = MilvusClient(self.uri, token=token if token is not None else os.environ.get("MILVUS_TOKEN", ""))
         self._bm25 = None  # zoo's BM25 over the collection, where the engine has none
@@ -138,7 +139,8 @@ class MilvusIndex(SemanticIndex):
     def settings(self):
         return {"backend": "milvus", "uri": self.uri, "collection": self.collection, "dim": self.dim,
                 "model": self.model, "lexical": self.lexical, "index_type": self.index_type,
-                "hybrid_weight": self.hybrid_weight, "fusion": self.fusion, "calibration": self.calibration}
+                "hybrid_weight": self.hybrid_weight, "fusion": self.fusion, "calibration": self.calibration,
+                "vector_source": self.vector_source}
 
     def __len__(self):
         rows = self.client.query(self.collection, filter="", output_fields=["count(*)"])
@@ -161,7 +163,7 @@ class MilvusIndex(SemanticIndex):
         if vectors is None:
             if self.encoder is None:
                 raise ValueError("this index has no encoder: pass vectors")
-            vectors = self.encoder.encode(texts, batch_size=batch_size)
+            vectors = self._encoded(self.encoder.encode, texts, batch_size=batch_size)
         vectors = normalize_rows(np.atleast_2d(np.asarray(vectors, dtype="float32")))
         if vectors.shape[1] != self.dim:
             raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")

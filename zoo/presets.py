@@ -129,6 +129,17 @@ def recorded_max_input_tokens(path):
     return int(value) if value else None
 
 
+def remember_source(model, directory, config):
+    """Record on ``model`` the preset it was loaded from (folder, weights sha256, a fingerprint of the weights),
+    so that its fused ONNX graphs can be the preset's own (``zoo.onnx_graphs.loaded_preset``)."""
+    from .inference import weights_fingerprint
+
+    weights = ((config.get("files") or {}).get(PRESET_WEIGHTS) or {}).get("sha256")
+    if weights and hasattr(model, "head_spec"):
+        object.__setattr__(model, "_zoo_source", (os.path.abspath(directory), weights, weights_fingerprint(model),
+                                                  None))  # not a tracked attribute of the Keras model
+
+
 def load_saved(path, verify=True):
     """The model saved at ``path`` (a preset folder or name, a run folder, or a ``.keras`` file), with its
     tokenizer attached (``model.tokenizer``) when it has one."""
@@ -173,5 +184,6 @@ def load_saved(path, verify=True):
         from .tokenizer import Tokenizer
 
         model.tokenizer = Tokenizer.from_preset(directory)
+    remember_source(model, directory, config)
     log.debug("loaded %s from %s", type(model).__name__, directory)
     return model

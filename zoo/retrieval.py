@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from .errors import CheckpointError, ConfigError
+from .logs import log
 from .lexical import LEXICAL_TERMS, check_terms, lexical_terms, normalized  # noqa: F401  (zoo.retrieval's names)
 from .paths import read_json_file
 from .vectors import normalize_rows
@@ -19,6 +20,7 @@ from .vectors import normalize_rows
 INDEX_FILE = "index.json"
 SEARCH_MODES = ("dense", "lexical", "hybrid")
 FUSIONS = ("score", "rrf")  # min-max normalised scores, weighted sum; reciprocal-rank fusion
+LOSSLESS_PRECISIONS = {"fp32", "onnx-fp32"}  # float32 vectors, equal within rounding (zoo.inference)
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 CALIBRATION_WEIGHTS = tuple(round(w / 10, 1) for w in range(11))  # dense weights tried by calibrate(), 0 and 1 too
 BACKENDS = ("exact", "hnsw", "ivfpq", "faiss")  # the vectors held in this process (zoo.vector_index)
@@ -110,7 +112,7 @@ class SemanticIndex:
         return super().__new__(cls)
 
     def __init__(self, encoder=None, dim=None, model=None, lexical="bigram", hybrid_weight=0.5, fusion="score",
-                 calibration=None):
+                 calibration=None, vector_source=None):
         """The settings every backend checks alike; without ``encoder`` and ``dim``, the shipped general
         sentence-embedding model (``zoo.DEFAULT_ENCODER``) embeds texts and queries."""
         check_terms(lexical)
@@ -125,6 +127,7 @@ class SemanticIndex:
             encoder, model = load_saved(DEFAULT_ENCODER), DEFAULT_ENCODER
         self.encoder, self.model, self.lexical = encoder, model, lexical  # model: the encoder's name, saved
         self.hybrid_weight, self.fusion, self.calibration = hybrid_weight, fusion, calibration
+        self.vector_source, self._source_checked = vector_source, False  # how the stored vectors were made
         self.dim = int(dim or encoder.dim)
         if encoder is not None and getattr(encoder, "dim", self.dim) != self.dim:
             raise ConfigError(f"{self._where()} holds {self.dim}-d vectors{' of ' + model if model else ''}; the "
@@ -132,6 +135,31 @@ class SemanticIndex:
 
     def _where(self):
         return f"this {self.backend} index"
+
+    def _encoded(self, encode, texts, **kwargs):
+        """``encode(texts, ...)`` of the encoder, checked against how the stored vectors were made
+        (``vector_source``: runtime, precision, ONNX graph sha256), which the first texts embedded record: vectors
+        of another model's graph at the same precision are refused; another lossy precision (int8, bf16) than the
+        stored vectors' is warned of once."""
+        source = getattr(self.encoder, "vector_source", None)
+        if source is not None and not self._source_checked:
+            now = source()
+            stored = self.vector_source
+            if stored is None:
+                self.vector_source = now
+            elif stored.get("precision") == now["precision"] and None not in (stored.get("graph_sha256"),
+                                                                             now["graph_sha256"]) \
+                    and stored["graph_sha256"] != now["graph_sha256"]:
+                raise ConfigError(f"{self._where()} holds vectors of another model's graph (sha256 "
+                                  f"{stored['graph_sha256'][:12]}, this encoder's {now['graph_sha256'][:12]}, both "
+                                  f"{now['precision']}): search it with the model it was built with")
+            elif stored.get("precision") != now["precision"] and not {stored.get("precision"), now["precision"]} <= \
+                    LOSSLESS_PRECISIONS:
+                log.warning("%s holds %s vectors; these texts are encoded at %s (lossy: scores shift slightly; "
+                            "encode them at %s to match)", self._where(), stored.get("precision"), now["precision"],
+                            stored.get("precision"))
+            self._source_checked = True
+        return encode(texts, **kwargs)
 
     # ------------------------------------------------------------------ what a backend provides
     def _dense(self, vectors, k, filter):
@@ -157,7 +185,8 @@ class SemanticIndex:
             if self.encoder is None:
                 raise ValueError("this index has no encoder: search with vectors (query_vectors=)")
             encode = getattr(self.encoder, "encode_queries", self.encoder.encode)
-            query_vectors = encode([queries] if isinstance(queries, str) else list(queries), batch_size=batch_size)
+            query_vectors = self._encoded(encode, [queries] if isinstance(queries, str) else list(queries),
+                                          batch_size=batch_size)
         vectors = normalize_rows(np.atleast_2d(query_vectors))
         if vectors.shape[1] != self.dim:
             raise ValueError(f"queries have dimension {vectors.shape[1]}, the index {self.dim}")

@@ -56,7 +56,7 @@ class VectorIndex(SemanticIndex):
 
     def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32, lexical="bigram",
                  model=None, quantize=None, rescore=4, hnsw_m=32, ef_construction=200, ef_search=128, pq_bytes=None,
-                 hybrid_weight=0.5, fusion="score", calibration=None):
+                 hybrid_weight=0.5, fusion="score", calibration=None, vector_source=None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if quantize not in QUANTIZE:
@@ -70,7 +70,7 @@ class VectorIndex(SemanticIndex):
             raise ValueError(f"rescore must be >= 1, got {rescore}")
         self.backend = backend
         super().__init__(encoder, dim, model=model, lexical=lexical, hybrid_weight=hybrid_weight, fusion=fusion,
-                         calibration=calibration)
+                         calibration=calibration, vector_source=vector_source)
         self.factory, self.nprobe = factory, nprobe
         self.quantize, self.rescore, self.hnsw_m = quantize, rescore, hnsw_m
         self.ef_construction, self.ef_search, self.pq_bytes = ef_construction, ef_search, pq_bytes
@@ -87,7 +87,7 @@ class VectorIndex(SemanticIndex):
                 "lexical": self.lexical, "model": self.model, "quantize": self.quantize, "rescore": self.rescore,
                 "hnsw_m": self.hnsw_m, "ef_construction": self.ef_construction, "ef_search": self.ef_search,
                 "pq_bytes": self.pq_bytes, "hybrid_weight": self.hybrid_weight, "fusion": self.fusion,
-                "calibration": self.calibration}
+                "calibration": self.calibration, "vector_source": self.vector_source}
 
     def __len__(self):
         return len(self.vectors) - len(self._removed)
@@ -100,7 +100,7 @@ class VectorIndex(SemanticIndex):
                 raise ValueError("add() needs texts or vectors")
             if self.encoder is None:
                 raise ValueError("this index has no encoder: pass vectors")
-            vectors = self.encoder.encode(list(texts), batch_size=batch_size)
+            vectors = self._encoded(self.encoder.encode, list(texts), batch_size=batch_size)
         vectors = normalize_rows(np.atleast_2d(vectors))
         if vectors.shape[1] != self.dim:
             raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")

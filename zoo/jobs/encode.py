@@ -5,7 +5,9 @@ The lines are read lazily; each chunk of ``--chunk-size`` lines is embedded and 
 ``OUT.npy.partial/vectors.npy`` (file writes, not a mapping: memory stays flat however many lines), then
 recorded as done. A killed run resumes at the first chunk not done; ``--processes N`` runs N local workers,
 worker p taking every chunk c with c % N == p (each with its share of the cores). When every chunk is done the
-array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, int8 scales).
+array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, int8 scales, and
+``vector_source``: the runtime, precision and ONNX graph sha256 that made the vectors). Where the model's fused
+graph exists the lines are embedded by the light runtime (``zoo.runtime``: ONNX Runtime, no TensorFlow).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -24,7 +27,7 @@ from ..data import count_lines, iter_chunks, iter_lines
 from ..errors import ConfigError, DataError, MissingFileError, ZooError
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
-from ..inference import PRECISIONS, runner
+from ..inference import PRECISIONS
 from .encode_rows import ChunkRows, done_chunks
 from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
 
@@ -51,9 +54,12 @@ class EncodeConfig:
     truncate_dim: int | None = option(None, "keep the first D dimensions of each vector (then L2-normalise)")
     dtype: str = option("float32", "how vectors are stored: float32, float16, int8 (per-dimension scales in "
                                    "OUT.npy.json) or binary (signs, 8 per byte)", choices=EMBEDDING_DTYPES)
-    precision: str = option("auto", "the model's arithmetic: auto (the fastest path measured close to fp32 on "
-                                    "this machine), fp32 (Keras), bf16 (CPUs with AVX512-BF16/AMX, else fp32 with a "
-                                    "warning), onnx-fp32 or int8 (a fused ONNX Runtime graph; zoo.inference)",
+    precision: str = option("auto", "the model's arithmetic: auto (lossless: the fused fp32 ONNX graph where its "
+                                    "parity with Keras was shown, else Keras fp32), fastest (the fastest path "
+                                    "measured close to fp32 here; may be int8), fp32 (Keras), bf16 (CPUs with "
+                                    "AVX512-BF16/AMX, else fp32 with a warning), onnx-fp32 or int8 (a fused ONNX "
+                                    "Runtime graph; zoo.inference). Where the model's fused graph exists, auto, "
+                                    "onnx-fp32 and int8 run without TensorFlow (zoo.runtime)",
                             choices=PRECISIONS)
     processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p (with "
                                "--engine ray: the number of Ray actors, one model copy each)")
@@ -77,6 +83,16 @@ class EncodeConfig:
 
 
 def load_encoder(config):
+    """The light runtime's ``OnnxEncoder`` where the model's fused graph exists (no TensorFlow is imported), else
+    the model loaded with Keras."""
+    from ..runtime import light_encoder
+
+    if config.pooling is None and config.engine == "local":
+        light = light_encoder(config.model, config.precision)
+        if light is not None:
+            light.maxlen = config.maxlen or light.maxlen
+            log.info("encoding with ONNX Runtime (%s, %s)", light.precision, light.graph)
+            return light
     from ..models import from_preset
 
     model = from_preset(config.model, pooling=config.pooling, maxlen=config.maxlen)
@@ -132,10 +148,11 @@ def _start_work(work, settings, model, config):
 def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
     """Encode the chunks of worker ``shard`` of ``shards`` not yet done, writing rows in place."""
     if model is None:
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, (os.cpu_count() or 1) // shards))
+        threads = max(1, (os.cpu_count() or 1) // shards)
+        os.environ["ZOO_ORT_THREADS"] = str(threads)  # the light runtime's share of the cores
         model = load_encoder(config)
+        if "tensorflow" in sys.modules:
+            sys.modules["tensorflow"].config.threading.set_intra_op_parallelism_threads(threads)
     with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
     scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
@@ -172,8 +189,8 @@ def run(config: EncodeConfig):
     os.makedirs(os.path.dirname(os.path.abspath(config.output)), exist_ok=True)
     work, settings = config.output + ".partial", _settings(config, lines)
     model = load_encoder(config)
-    if config.precision == "auto":  # decided here, graphs cached, before any worker process starts
-        runner(getattr(model, "encoder", model), "auto")
+    source = model.vector_source(config.precision) if hasattr(model, "vector_source") else None  # decided here,
+    # graphs cached, before any worker process starts
     if os.path.exists(os.path.join(work, "meta.json")):
         with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
             meta = json.load(f)
@@ -194,6 +211,7 @@ def run(config: EncodeConfig):
                  "cut (--long-text chunk embeds them whole, as overlapping windows)" if config.long_text == "truncate"
                  else "embedded as overlapping windows (--long-text chunk)")
     meta["inputs_over_maxlen"] = over
+    meta["vector_source"] = source
     chunks = -(-lines // config.chunk_size)
     done = done_chunks(work)
     if done:

@@ -70,13 +70,24 @@ class SearchConfig:
             raise ConfigError(f"--weight must be in [0, 1], got {self.weight}")
 
 
-def build(config: IndexBuildConfig):
-    from ..models import from_preset
+def load_encoder(name):
+    """The light runtime's ``OnnxEncoder`` of ``name`` where its fused graph exists (no TensorFlow is imported), else
+    the model loaded with Keras."""
+    from ..runtime import light_encoder
 
+    encoder = light_encoder(name)
+    if encoder is None:
+        from ..models import from_preset
+
+        encoder = from_preset(name)
+    return encoder
+
+
+def build(config: IndexBuildConfig):
     if config.backend == "milvus":
         return build_milvus(config)
     texts = read_lines(config.input)
-    index = SemanticIndex(from_preset(config.model), backend=config.backend, lexical=config.lexical,
+    index = SemanticIndex(load_encoder(config.model), backend=config.backend, lexical=config.lexical,
                           model=config.model, quantize=config.quantize)
     index.add(texts, batch_size=config.batch_size)
     if config.calibrate:
@@ -115,12 +126,10 @@ def labelled_queries(path, texts):
 def build_milvus(config, chunk_size=4096):
     """Lines into a Milvus collection, ids = line numbers (from 0), chunk by chunk: lines already in the collection
     (an interrupted build) are skipped, so a rerun resumes without duplicates."""
-    from ..models import from_preset
-
     from ..milvus_index import MilvusIndex
 
     texts = read_lines(config.input)
-    index = MilvusIndex(from_preset(config.model), uri=config.uri, collection=config.collection, lexical=config.lexical,
+    index = MilvusIndex(load_encoder(config.model), uri=config.uri, collection=config.collection, lexical=config.lexical,
                         model=config.model)
     skipped = 0
     for start in range(0, len(texts), chunk_size):
@@ -137,15 +146,14 @@ def build_milvus(config, chunk_size=4096):
 
 
 def search(config: SearchConfig):
-    """[[(text, score), ...] per query]."""
-    from ..models import from_preset
-
+    """[[(text, score), ...] per query]; the queries are embedded by the light runtime where the model's fused graph
+    exists (no TensorFlow is imported)."""
     from ..paths import read_json_file
 
     model = config.model or read_json_file(f"{config.index}/index.json", "a search index's settings").get("model")
     if not model and config.mode != "lexical":
         raise ConfigError(f"{config.index} does not record its model: give --model")
-    index = SemanticIndex.load(config.index, from_preset(model) if model and config.mode != "lexical" else None)
+    index = SemanticIndex.load(config.index, load_encoder(model) if model and config.mode != "lexical" else None)
     options = {}
     if config.filter is not None:
         if not getattr(index, "filters", False):

@@ -11,8 +11,9 @@ from ..heads import HeadSpec
 from ..logs import log
 from ..losses import pair_cosine
 from ..pooling import Pooling, pooling_modes
+from ..runtime import embed_texts
 from ..tokenizer import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
-from ..vectors import mean_of_windows, normalize_rows
+from ..vectors import normalize_rows
 from .task import Task
 
 
@@ -145,33 +146,27 @@ class SentenceEncoder(Task):
         ``--long-text chunk`` is the same code). ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
         normalise. ``normalize_embeddings``: L2-normalise the vectors (default: the model's ``normalize``, True but
         for a sentence-transformers folder without a Normalize module, as sentence-transformers' ``encode``).
-        ``precision``: "auto" (the fastest path measured close to fp32 on this machine), "fp32" (Keras),
-        "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime
-        graph, float or statically quantized with calibrated scales); see ``zoo.inference``.
+        ``precision``: "auto" (lossless: the fused fp32 ONNX graph where its parity with Keras was shown, else
+        Keras fp32), "fastest" (the fastest path measured close to fp32 on this machine; may be int8), "fp32"
+        (Keras), "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused
+        ONNX Runtime graph, float or statically quantized with calibrated scales); see ``zoo.inference``.
         """
         self._require_tokenizer()
-        if long_text not in ("truncate", "chunk"):
-            raise ValueError(f"long_text must be 'truncate' or 'chunk', got {long_text!r}")
-        if truncate_dim is not None and not 1 <= truncate_dim <= self.dim:
-            raise ValueError(f"truncate_dim must be in [1, {self.dim}], got {truncate_dim}")
-        single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
-        maxlen = maxlen or self.maxlen
-        out = np.zeros((0, self.dim), dtype="float32")
-        if texts:
-            pieces = self.tokenizer.piece_ids(texts)
-            owner, weights = np.arange(len(texts)), None
-            if long_text == "chunk":
-                pieces, owner, weights = chunk_pieces(pieces, maxlen - 2, stride)
-            rows = [self.tokenizer.assemble(p, None, maxlen) for p in pieces]
-            out = self.predict_rows(rows, batch_size, maxlen, show_progress_bar, unit="sent", precision=precision)
-            if long_text == "chunk":
-                out = mean_of_windows(out, owner, weights, len(texts))
-        if truncate_dim is not None:
-            out = out[:, :truncate_dim]
-        if self.normalize if normalize_embeddings is None else normalize_embeddings:
-            out = normalize_rows(out)
-        return out[0] if single else out
+        return embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(
+            rows, batch_size, maxlen or self.maxlen, show_progress_bar, unit="sent", precision=precision),
+            self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride,
+            self.normalize if normalize_embeddings is None else normalize_embeddings)
+
+    def vector_source(self, precision="auto"):
+        """How ``encode(..., precision=precision)`` makes vectors (recorded by ``zoo encode`` and indexes; served at
+        /v1/models): the runtime, the precision that runs and the sha256 of its ONNX graph (None on Keras)."""
+        from ..inference import runner
+        from ..onnx_graphs import ONNX_PRECISIONS, graph_path
+        from ..paths import sha256_of
+
+        ran = runner(self, precision).precision
+        graph = sha256_of(graph_path(self, ran)) if ran in ONNX_PRECISIONS else None
+        return {"runtime": "onnxruntime" if graph else "keras", "precision": ran, "graph_sha256": graph}
 
     def encode_queries(self, texts, **kwargs):
         """``encode`` for search queries: each text after the model's ``query_prefix`` (none: plain ``encode``)."""

@@ -66,6 +66,11 @@ class SimBERT(Task):
         if self._runtime.encoder is None or self._runtime.encoder.tokenizer is not self.tokenizer:
             self._runtime.encoder = SentenceEncoder(self.backbone, self.tokenizer, pooling="pooler",
                                                     maxlen=self.maxlen)
+            source = getattr(self, "_zoo_source", None)
+            if source:  # the encoder's graphs are the preset's while this model's weights are unchanged
+                import weakref
+
+                object.__setattr__(self._runtime.encoder, "_zoo_source", source[:3] + (weakref.ref(self),))
         return self._runtime.encoder
 
     def head_spec(self):
@@ -76,6 +81,9 @@ class SimBERT(Task):
 
     def encode(self, texts, **kwargs):
         return self.encoder.encode(texts, **kwargs)
+
+    def vector_source(self, precision="auto"):
+        return self.encoder.vector_source(precision)
 
     def similarity_pairwise(self, a, b, batch_size=64, precision="auto"):
         return self.encoder.similarity_pairwise(a, b, batch_size=batch_size, precision=precision)

@@ -15,7 +15,7 @@ from keras import ops
 
 from ..backbone import backbone_inputs
 from ..errors import CheckpointError, ConfigError
-from ..logs import batch_starts, log, warn_deprecated
+from ..logs import log, warn_deprecated
 from ..tokenizer import batch_length
 from ..paths import VOCAB_FILE
 from ..presets import load_saved, preset_class_name, recorded_max_input_tokens, save_preset
@@ -182,21 +182,17 @@ class Task(keras.Model):
         Runtime), so little padding is computed and XLA compiles few shapes. ``precision``: auto, fp32, bf16,
         onnx-fp32 or int8 (``zoo.inference``)."""
         from ..inference import runner
+        from ..runtime import predict_sorted
 
         self._require_tokenizer()
         predict = runner(self, precision)
-        order = np.argsort([-len(r[0]) for r in rows], kind="stable")
-        out = None
-        for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
-            index = order[start:start + batch_size]
-            batch = [rows[i] for i in index]
-            values = np.asarray(ops.convert_to_numpy(predict(
-                self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen) if predict.bucketed
-                                   else None))), dtype="float32")
-            if out is None:
-                out = np.zeros((len(rows),) + values.shape[1:], dtype="float32")
-            out[index] = values
-        return out
+
+        def pad(batch):
+            return self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen) if predict.bucketed
+                                      else None)
+
+        return predict_sorted(rows, lambda batch: ops.convert_to_numpy(predict(batch)), pad, batch_size,
+                              show_progress_bar, unit)
 
     def trainer(self):
         """An uncompiled functional wrapper to ``compile`` and ``fit`` (the model itself stays uncompiled, so no

@@ -51,7 +51,7 @@ class Engine:
     """The common part: ``kind`` (EMBEDDING, CROSS_ENCODER or OTHER), ``dim``, ``head`` (a cross-encoder's
     "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
 
-    kind, dim, head, paraphrases, source, limit = OTHER, None, None, False, "", None
+    kind, dim, head, paraphrases, source, limit, vectors = OTHER, None, None, False, "", None, None
 
     def __init__(self, name, thresholds=None):
         self.name, self.thresholds = name, dict(thresholds or {})
@@ -60,7 +60,8 @@ class Engine:
         """This model in ``GET /v1/models`` (OpenAI's fields, zoo's under ``zoo``)."""
         return {"id": self.name, "object": "model", "created": 0, "owned_by": "zoo",
                 "zoo": {"kind": self.kind, "dim": self.dim, "head": self.head, "thresholds": self.thresholds,
-                        "paraphrases": self.paraphrases, "source": self.source, "max_input_tokens": self.limit}}
+                        "paraphrases": self.paraphrases, "source": self.source, "max_input_tokens": self.limit,
+                        "vector_source": self.vectors}}
 
     def need(self, kind, route):
         if self.kind != kind:
@@ -125,16 +126,21 @@ class ExportedEngine(Engine):
         sig = self.model.signatures.get("text")
         try:
             with open(os.path.join(self.path, EXPORT_MANIFEST), encoding="utf-8") as f:
-                described = json.load(f).get("model") or {}
+                manifest = json.load(f)
         except (OSError, ValueError):
-            described = {}
+            manifest = {}
+        described = manifest.get("model") or {}
+        onnx_graph = (manifest.get("files") or {}).get("model.onnx")
+        self.vectors = {"runtime": "onnxruntime" if onnx_graph else "tensorflow",  # how the answers are computed
+                        "precision": manifest.get("precision") or ("onnx-fp32" if onnx_graph else None),
+                        "graph_sha256": onnx_graph["sha256"] if onnx_graph else None}
         spec = HeadSpec.from_record(described)  # None for an export of an older zoo: its head is still recorded
         self.source, self.head, self.kind = self.path, spec.head if spec else described.get("head"), OTHER
         self.limit = self.model.limit
         if sig is not None and "tokenize" in self.model.signatures:
             if list(sig.inputs) == ["text"] and sig.outputs == ["embedding"]:
                 self.kind = EMBEDDING
-                self.dim = int(sig.fn.structured_outputs["embedding"].shape[-1])
+                self.dim = int(sig.output_width("embedding"))
             elif list(sig.inputs) == ["text_a", "text_b"] and sig.outputs == ["score"]:
                 self.kind = CROSS_ENCODER
 
@@ -186,6 +192,7 @@ class PresetEngine(Engine):
             self.kind, self.head = CROSS_ENCODER, spec.head
         elif spec is not None:
             self.kind, self.dim = EMBEDDING, int(self.model.dim)
+            self.vectors = self.model.vector_source() if hasattr(self.model, "vector_source") else None
             self.limit = getattr(self.model, "max_input_tokens", self.limit)  # embeds up to its trained length
             self.paraphrases = isinstance(self.model, SimBERT)
         if not self.thresholds:

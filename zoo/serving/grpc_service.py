@@ -1,5 +1,6 @@
 """TF Serving's gRPC API: ``PredictionService`` (Predict, GetModelMetadata) and ``ModelService``
-(GetModelStatus), on the ``tensorflow-serving-api`` protos."""
+(GetModelStatus), on TF Serving's protos loaded without TensorFlow (``zoo.serving.protos``): the same service and
+message names, so ``tensorflow-serving-api`` clients call it as they call TF Serving."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from .model import NotFound, RequestError
 def start_grpc(server, port):
     """Start the gRPC PredictionService (Predict, GetModelMetadata) and ModelService (GetModelStatus)."""
     import grpc
-    import tensorflow as tf
-    from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
-                                         predict_pb2, prediction_service_pb2_grpc)
+
+    from .protos import message, to_array, to_proto
 
     def guarded(method):
         def wrapper(self, request, context):
@@ -42,14 +42,14 @@ def start_grpc(server, port):
         model.check_model(spec.name, spec.version.value if spec.HasField("version") else None)
         return model
 
-    class Prediction(prediction_service_pb2_grpc.PredictionServiceServicer):
+    class Prediction:
         @guarded
         def Predict(self, request, context):
             model = check_spec(request.model_spec)
             arrays = {}
             for key, proto in request.inputs.items():
                 try:
-                    arrays[key] = tf.make_ndarray(proto)
+                    arrays[key] = to_array(proto)
                 except Exception as e:  # noqa: BLE001
                     raise RequestError(f"input {key!r}: cannot read the TensorProto ({e})") from None
             sig = model.signature(request.model_spec.signature_name)
@@ -59,12 +59,12 @@ def start_grpc(server, port):
             missing = set(wanted) - set(out)
             if missing:
                 raise RequestError(f"output_filter names unknown outputs {sorted(missing)}; outputs: {sorted(out)}")
-            response = predict_pb2.PredictResponse()
+            response = message("tensorflow.serving.PredictResponse")()
             response.model_spec.name = model.name
             response.model_spec.version.value = model.version
             response.model_spec.signature_name = sig.name
             for k in wanted:
-                response.outputs[k].CopyFrom(tf.make_tensor_proto(out[k]))
+                response.outputs[k].CopyFrom(to_proto(out[k]))
             return response
 
         @guarded
@@ -72,30 +72,40 @@ def start_grpc(server, port):
             model = check_spec(request.model_spec)
             if list(request.metadata_field) != ["signature_def"]:
                 raise RequestError("metadata_field must be ['signature_def']")
-            response = get_model_metadata_pb2.GetModelMetadataResponse()
+            response = message("tensorflow.serving.GetModelMetadataResponse")()
             response.model_spec.name = model.name
             response.model_spec.version.value = model.version
-            defs = get_model_metadata_pb2.SignatureDefMap()
+            defs = message("tensorflow.serving.SignatureDefMap")()
             for k, v in model.metadata(model.name).items():
-                defs.signature_def[k].CopyFrom(v)
+                defs.signature_def[k].MergeFromString(v.SerializeToString())  # a TensorFlow proto, or ours
             response.metadata["signature_def"].Pack(defs)
             return response
 
-    class Models(model_service_pb2_grpc.ModelServiceServicer):
+    class Models:
         @guarded
         def GetModelStatus(self, request, context):
             model = check_spec(request.model_spec)
-            response = get_model_status_pb2.GetModelStatusResponse()
+            response = message("tensorflow.serving.GetModelStatusResponse")()
             status = response.model_version_status.add()
             status.version = model.version
-            status.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
+            status.state = status.AVAILABLE
             return response
+
+    def service(name, methods):
+        return grpc.method_handlers_generic_handler(f"tensorflow.serving.{name}", {
+            method: grpc.unary_unary_rpc_method_handler(
+                function, request_deserializer=message(f"tensorflow.serving.{request}").FromString,
+                response_serializer=lambda response: response.SerializeToString())
+            for method, (function, request) in methods.items()})
 
     options = [("grpc.max_receive_message_length", server.max_body_bytes),
                ("grpc.max_send_message_length", 64 << 20)]
     grpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16), options=options)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Prediction(), grpc_server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(Models(), grpc_server)
+    prediction, models = Prediction(), Models()
+    grpc_server.add_generic_rpc_handlers((
+        service("PredictionService", {"Predict": (prediction.Predict, "PredictRequest"),
+                                      "GetModelMetadata": (prediction.GetModelMetadata, "GetModelMetadataRequest")}),
+        service("ModelService", {"GetModelStatus": (models.GetModelStatus, "GetModelStatusRequest")})))
     bound = grpc_server.add_insecure_port(f"{server.host}:{port}")
     if not bound:
         raise OSError(f"cannot bind gRPC to {server.host}:{port}")

@@ -55,15 +55,17 @@ class Signature:
     """
 
     def __init__(self, name, fn):
-        import tensorflow as tf
-
         self.name, self.fn = name, fn
         specs = fn.structured_input_signature[1]
-        self.inputs = {k: (s.dtype, s.shape.rank) for k, s in sorted(specs.items())}
+        self.inputs = {k: (s.dtype.name, s.shape.rank) for k, s in sorted(specs.items())}  # ("string", 1) ...
         self.outputs = sorted(fn.structured_outputs)
-        self.strings_in = all(dtype == tf.string for dtype, _ in self.inputs.values())
+        self.strings_in = all(dtype == "string" for dtype, _ in self.inputs.values())
         self.batchable = self.strings_in and all(s.shape[1:].is_fully_defined()
                                                  for s in fn.structured_outputs.values())
+
+    def output_width(self, name):
+        """The size of output ``name``'s last axis (None when unknown)."""
+        return self.fn.structured_outputs[name].shape[-1]
 
     def __call__(self, arrays):
         import tensorflow as tf
@@ -80,9 +82,6 @@ class ServedModel:
     Serving gives about it (status, metadata)."""
 
     def __init__(self, name, version, path, max_request_batch=256, max_chars=4096):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer graph uses)
-
         self.name, self.version, self.path = name, version, path
         self.max_request_batch, self.max_chars = max_request_batch, max_chars
         manifest = os.path.join(path, EXPORT_MANIFEST)
@@ -97,6 +96,9 @@ class ServedModel:
                 if sig.strings_in:
                     sig.warm_up()
             return
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer graph uses)
+
         try:
             self._module = tf.saved_model.load(path)
         except Exception as e:  # noqa: BLE001 -- a damaged saved_model.pb or variables file
@@ -147,11 +149,11 @@ class ServedModel:
 
     def metadata(self, name, version=None):
         """The SignatureDefs of the served SavedModel (TF Serving's GetModelMetadata)."""
-        from tensorflow.core.protobuf import saved_model_pb2
-
         self.check_model(name, version)
         if self._module is None:
             return {k: sig.signature_def() for k, sig in self.signatures.items()}
+        from tensorflow.core.protobuf import saved_model_pb2
+
         proto = saved_model_pb2.SavedModel()
         with open(os.path.join(self.path, "saved_model.pb"), "rb") as f:
             proto.ParseFromString(f.read())
@@ -159,8 +161,6 @@ class ServedModel:
 
     def check_inputs(self, sig, arrays):
         """Checks names, types, batch size and text lengths; returns the batch size."""
-        import tensorflow as tf
-
         if set(arrays) != set(sig.inputs):
             raise RequestError(f"signature {sig.name!r} takes inputs {sorted(sig.inputs)}, got {sorted(arrays)}")
         sizes = set()
@@ -168,8 +168,8 @@ class ServedModel:
             dtype, rank = sig.inputs[key]
             if a.ndim != rank:
                 raise RequestError(f"input {key!r} must have rank {rank} (a batch of "
-                                   f"{'strings' if dtype == tf.string else 'rows'}), got shape {list(a.shape)}")
-            if dtype == tf.string:
+                                   f"{'strings' if dtype == 'string' else 'rows'}), got shape {list(a.shape)}")
+            if dtype == "string":
                 for i, v in enumerate(a):
                     if not isinstance(v, bytes):
                         raise RequestError(f"input {key!r}[{i}] must be a string, got {type(v).__name__}")
@@ -203,13 +203,11 @@ def _tf_error_text(message):
 # ----------------------------------------------------------------------------------- ONNX exports
 class OnnxSignature:
     """A signature of an ONNX export, shaped like ``Signature`` (``inputs``, ``outputs``, ``strings_in``,
-    ``batchable``, and ``fn.structured_outputs`` / ``fn.structured_input_signature`` as TensorSpecs)."""
+    ``batchable``, ``output_width``) without TensorFlow."""
 
     def __init__(self, name, inputs, outputs, call, fixed_shapes=True):
-        import tensorflow as tf
-
         self.name, self.inputs, self.outputs, self._call = name, dict(sorted(inputs.items())), sorted(outputs), call
-        self.strings_in = all(dtype == tf.string for dtype, _ in self.inputs.values())
+        self.strings_in = all(dtype == "string" for dtype, _ in self.inputs.values())
         self._shapes = dict(outputs)  # output -> shape past the batch axis (None: unknown until warmed up)
         self.fixed_shapes = fixed_shapes  # False: outputs [batch, length] (tokenize), never merged by the batcher
 
@@ -217,18 +215,9 @@ class OnnxSignature:
     def batchable(self):
         return self.strings_in and self.fixed_shapes and all(s is not None for s in self._shapes.values())
 
-    @property
-    def fn(self):
-        import types
-
-        import tensorflow as tf
-
-        return types.SimpleNamespace(
-            structured_input_signature=((), {k: tf.TensorSpec([None] * rank, dtype, name=k)
-                                             for k, (dtype, rank) in self.inputs.items()}),
-            structured_outputs={k: tf.TensorSpec([None, *(shape or [None])],
-                                                 tf.int32 if k in ID_NAMES else tf.float32, name=k)
-                                for k, shape in self._shapes.items()})
+    def output_width(self, name):
+        shape = self._shapes.get(name)
+        return shape[-1] if shape else None
 
     def warm_up(self):
         out = self({k: np.array([b"warm up"], object) for k in self.inputs})
@@ -239,18 +228,12 @@ class OnnxSignature:
         return self._call(arrays)
 
     def signature_def(self):
-        """This signature as a TF Serving SignatureDef (for the metadata answers)."""
-        from tensorflow.core.protobuf import meta_graph_pb2
+        """This signature as a TF Serving SignatureDef (for the metadata answers; ``zoo.serving.protos``)."""
+        from .protos import signature_def
 
-        spec = self.fn
-        proto = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict")
-        for group, specs in ((proto.inputs, spec.structured_input_signature[1]), (proto.outputs, spec.structured_outputs)):
-            for k, s in specs.items():
-                group[k].name = f"{self.name}_{k}:0"
-                group[k].dtype = s.dtype.as_datatype_enum
-                for size in s.shape:
-                    group[k].tensor_shape.dim.add(size=-1 if size is None else size)
-        return proto
+        return signature_def(self.name, {k: (dtype, [None] * rank) for k, (dtype, rank) in self.inputs.items()},
+                             {k: ("int32" if k in ID_NAMES else "float32", [None, *(shape or [None])])
+                              for k, shape in self._shapes.items()})
 
 
 ID_NAMES = ("token_ids", "segment_ids", "padding_mask")
@@ -258,9 +241,8 @@ ID_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 def onnx_signatures(path):
     """The ``text``, ``ids``, ``tokenize`` and ``serving_default`` (= text) signatures of an ONNX export: the fused
-    graph in ONNX Runtime, the texts tokenized with ``zoo.Tokenizer`` (the ids the SavedModel's graph gives)."""
-    import tensorflow as tf
-
+    graph in ONNX Runtime, the texts tokenized with ``zoo.Tokenizer`` (the ids the SavedModel's graph gives). No
+    TensorFlow is imported."""
     from ..onnx_graphs import new_session, require_onnx
     from ..tokenizer import Tokenizer
 
@@ -297,8 +279,8 @@ def onnx_signatures(path):
                 raise RequestError(f"the model rejected the input: {k} value {int(bad[0])} is not in [0, {limit})")
         return {output: session.run(None, {k: v.astype("int32") for k, v in ids.items()})[0]}
 
-    strings = {k: (tf.string, 1) for k in text_inputs}
+    strings = {k: ("string", 1) for k in text_inputs}
     return {name: OnnxSignature(name, strings, {output: None}, lambda arrays: from_ids(tokenize(arrays)))
             for name in ("text", "serving_default")} | {
-        "ids": OnnxSignature("ids", {k: (tf.int32, 2) for k in ID_NAMES}, {output: None}, from_ids),
+        "ids": OnnxSignature("ids", {k: ("int32", 2) for k in ID_NAMES}, {output: None}, from_ids),
         "tokenize": OnnxSignature("tokenize", strings, {k: [None] for k in ID_NAMES}, tokenize, fixed_shapes=False)}

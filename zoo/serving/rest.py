@@ -87,11 +87,9 @@ def format_outputs(out, row_format):
 
 def json_column(key, values, dtype):
     """A JSON list -> numpy array for one input: UTF-8 bytes for strings, int64 for integers."""
-    import tensorflow as tf
-
     if not isinstance(values, list):
         raise RequestError(f"input {key!r} must be a list (one value per instance)")
-    if dtype == tf.string:
+    if dtype == "string":
         for i, v in enumerate(values):
             if not isinstance(v, str):
                 raise RequestError(f"input {key!r}[{i}] must be a string, got {type(v).__name__}: {v!r:.40}")

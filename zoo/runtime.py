@@ -1,0 +1,184 @@
+"""zoo's light runtime: sentence vectors from a fused ONNX graph with ONNX Runtime, the Rust tokenizer and numpy
+only. Nothing here imports TensorFlow, Keras or JAX (tests/test_runtime.py runs it in a fresh process and checks).
+
+Where a model's fused graph (``zoo.fused_onnx``) already exists, ``OnnxEncoder.from_preset(path)`` encodes with it:
+
+- a shipped preset carries its graph in ``PRESET/onnx/`` (``GRAPH_FOLDER``, written by ``tools/ship_preset.py``);
+- any other zoo preset or run folder, once the Keras path has written its graphs into zoo's cache (the first
+  ``encode`` at an ONNX precision, ``zoo.onnx_graphs.cached_graphs``), finds them there through a link keyed
+  by the preset's weights file;
+- an ONNX export (``zoo export --format onnx``) is a graph folder itself.
+
+A graph is only used for the weights it was written from (the sha256 of the preset's weights file is recorded
+beside it). ``zoo encode``, ``zoo search`` and ``zoo serve`` of an ONNX export run here; where no graph exists
+they load the model with Keras, which writes the graph once for the next call.
+
+The encoding pipeline (pieces, windows of long texts, rows longest first, padding, Matryoshka cut,
+normalisation) is ``embed_texts`` and ``predict_sorted``, shared with the Keras ``SentenceEncoder``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .logs import batch_starts
+from .onnx_graphs import (FP32_GRAPH, ID_INPUTS, PARITY_TOLERANCE, find_graphs, int8_graph, new_session,
+                          require_onnx)
+from .paths import sha256_of
+from .tokenizer import chunk_pieces
+from .vectors import mean_of_windows, normalize_rows
+
+RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8")  # what the light runtime runs (auto: onnx-fp32, lossless)
+
+
+# ------------------------------------------------------------------------- the pipeline shared with Keras
+def predict_sorted(rows, predict, pad, batch_size=64, show_progress_bar=None, unit="row"):
+    """Outputs of ``predict(pad(batch))`` for (token ids, segment ids) rows, in input order -> float32 [n, ...].
+    Rows run longest first, so a batch holds rows of similar length and little padding is computed."""
+    order = np.argsort([-len(r[0]) for r in rows], kind="stable")
+    out = None
+    for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
+        index = order[start:start + batch_size]
+        values = np.asarray(predict(pad([rows[i] for i in index])), dtype="float32")
+        if out is None:
+            out = np.zeros((len(rows),) + values.shape[1:], dtype="float32")
+        out[index] = values
+    return out
+
+
+def embed_texts(texts, tokenizer, predict_rows, dim, maxlen, truncate_dim=None, long_text="truncate", stride=None,
+                normalize=True):
+    """``encode``'s pipeline: texts -> pieces -> rows of at most ``maxlen`` tokens (cut, or windows averaged with
+    ``long_text="chunk"``) -> ``predict_rows(rows)`` -> the first ``truncate_dim`` dimensions -> L2-normalised
+    when ``normalize``. A single str gives one vector [dim]."""
+    if long_text not in ("truncate", "chunk"):
+        raise ValueError(f"long_text must be 'truncate' or 'chunk', got {long_text!r}")
+    if truncate_dim is not None and not 1 <= truncate_dim <= dim:
+        raise ValueError(f"truncate_dim must be in [1, {dim}], got {truncate_dim}")
+    single = isinstance(texts, str)
+    texts = [texts] if single else list(texts)
+    out = np.zeros((0, dim), dtype="float32")
+    if texts:
+        pieces = tokenizer.piece_ids(texts)
+        owner, weights = np.arange(len(texts)), None
+        if long_text == "chunk":
+            pieces, owner, weights = chunk_pieces(pieces, maxlen - 2, stride)
+        out = predict_rows([tokenizer.assemble(p, None, maxlen) for p in pieces])
+        if long_text == "chunk":
+            out = mean_of_windows(out, owner, weights, len(texts))
+    if truncate_dim is not None:
+        out = out[:, :truncate_dim]
+    if normalize:
+        out = normalize_rows(out)
+    return out[0] if single else out
+
+
+# ------------------------------------------------------------------------- the encoder
+class OnnxEncoder:
+    """A sentence encoder run by ONNX Runtime alone: ``encode`` has ``SentenceEncoder.encode``'s signature and
+    gives its vectors (fp32: within float32 rounding of the Keras model; int8: the Keras path's int8).
+
+    >>> encoder = OnnxEncoder.from_preset("zoo-embed-zh-L4")          # no TensorFlow, Keras or JAX
+    >>> encoder.encode(["花呗怎么开通", "如何开通花呗"]).shape
+    (2, 256)
+    """
+
+    def __init__(self, graph, tokenizer, maxlen, dim=None, normalize=True, query_prefix="", precision="onnx-fp32",
+                 max_input_tokens=None, source=None):
+        require_onnx()
+        self.graph, self.tokenizer, self.maxlen, self.precision = os.fspath(graph), tokenizer, int(maxlen), precision
+        self.normalize, self.query_prefix, self.source = normalize, query_prefix, source
+        self.max_input_tokens = max_input_tokens or self.maxlen
+        self._session, self._inputs = new_session(self.graph), ID_INPUTS
+        self.graph_sha256 = sha256_of(self.graph)
+        self.dim = int(dim or self._run(tokenizer.pad([tokenizer.encode("")])).shape[-1])
+
+    @classmethod
+    def from_preset(cls, path, precision="auto"):
+        """The encoder of the model at ``path`` (a preset name or folder, a run folder, an ONNX export) at
+        ``precision``: "auto" or "onnx-fp32" (the fused float32 graph: lossless) or "int8" (its calibrated int8
+        version, lossy by choice). FileNotFoundError when no fused graph exists for it: load it with
+        ``zoo.from_preset`` (Keras), whose first ONNX call writes one."""
+        from .tokenizer import Tokenizer
+
+        if precision not in RUNTIME_PRECISIONS:
+            raise ValueError(f"OnnxEncoder runs precision {RUNTIME_PRECISIONS}, got {precision!r} (Keras runs the "
+                             f"others: zoo.from_preset)")
+        found = find_graphs(path)
+        if found is None:
+            raise FileNotFoundError(f"{path}: no fused ONNX graph for this model yet (shipped presets carry one; "
+                                    f"for another, encode once with zoo.from_preset(...).encode(..., "
+                                    f"precision='onnx-fp32'), which writes it into zoo's cache)")
+        folder, info, tokenizer_folder = found
+        tokenizer = Tokenizer.from_preset(tokenizer_folder)
+        encoder = info["encoder"]
+        stored = info.get("precision", "onnx-fp32")  # an int8 export holds its int8 graph as model.onnx
+        if stored == "int8":
+            if precision == "onnx-fp32":
+                raise ValueError(f"{path} is an int8 ONNX export: it runs precision 'int8' only")
+            graph, precision = os.path.join(folder, FP32_GRAPH), "int8"
+        elif precision == "int8":
+            graph = int8_graph(folder, info, tokenizer)
+        else:
+            parity = info.get("parity_max_abs_diff")
+            if precision == "auto" and not info.get("served") and not (parity is not None and parity <= PARITY_TOLERANCE):
+                raise FileNotFoundError(f"{path}: the fused graph's parity with Keras is not shown ({parity}): "
+                                        f"precision auto runs Keras fp32")
+            graph, precision = os.path.join(folder, FP32_GRAPH), "onnx-fp32"
+        return cls(graph, tokenizer, encoder["maxlen"], dim=encoder.get("dim"),
+                   normalize=encoder.get("normalize", True), query_prefix=encoder.get("query_prefix", ""),
+                   precision=precision,
+                   max_input_tokens=encoder.get("max_input_tokens"), source=os.fspath(path))
+
+    def _run(self, batch):
+        return self._session.run(None, {k: np.asarray(batch[k], dtype="int32") for k in self._inputs})[0]
+
+    def predict_rows(self, rows, batch_size=64, show_progress_bar=None, unit="row"):
+        """The graph's outputs for (token ids, segment ids) rows, in input order (``predict_sorted``)."""
+        return predict_sorted(rows, self._run, self.tokenizer.pad, batch_size, show_progress_bar, unit)
+
+    def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
+               truncate_dim=None, long_text="truncate", stride=None, precision=None):
+        """Embed texts -> float32 [n, dim] (a single str gives [dim]): ``SentenceEncoder.encode``'s arguments and
+        vectors. ``precision`` is the encoder's own (choose it in ``from_preset``); another value is refused."""
+        if precision not in (None, "auto", self.precision):
+            raise ValueError(f"this OnnxEncoder runs {self.precision}; load another for {precision!r} "
+                             f"(OnnxEncoder.from_preset(path, precision=...))")
+        return embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(rows, batch_size, show_progress_bar,
+                                                                                 unit="sent"),
+                           self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride,
+                           self.normalize if normalize_embeddings is None else normalize_embeddings)
+
+    def encode_queries(self, texts, **kwargs):
+        """``encode`` for search queries, after the model's query prefix (none: plain ``encode``)."""
+        if self.query_prefix:
+            texts = self.query_prefix + texts if isinstance(texts, str) else [self.query_prefix + t for t in texts]
+        return self.encode(texts, **kwargs)
+
+    def similarity(self, a, b, batch_size=64):
+        """Cosine matrix [len(a), len(b)] between two lists of texts."""
+        return self.encode(list(a), batch_size=batch_size, normalize_embeddings=True) @ \
+            self.encode(list(b), batch_size=batch_size, normalize_embeddings=True).T
+
+    def vector_source(self, precision=None):
+        """How this encoder's vectors are made (recorded by ``zoo encode`` and indexes; served at /v1/models)."""
+        return {"runtime": "onnxruntime", "precision": self.precision, "graph_sha256": self.graph_sha256}
+
+
+def light_encoder(path, precision="auto"):
+    """``OnnxEncoder.from_preset(path, precision)`` where a fused graph exists for ``path`` and ONNX Runtime is
+    installed, else None (the caller loads the model with Keras). ``$ZOO_PRECISION`` replaces auto, as on Keras."""
+    if precision == "auto" and os.environ.get("ZOO_PRECISION"):
+        precision = os.environ["ZOO_PRECISION"]
+    if precision not in RUNTIME_PRECISIONS:
+        return None
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        return OnnxEncoder.from_preset(path, precision)
+    except FileNotFoundError:
+        return None
