@@ -132,8 +132,7 @@ def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     int8 = encoder.encode(texts, precision="int8")
     cosines = np.sum(int8 * encoder.encode(texts, precision="fp32"), axis=1)
     assert cosines.min() > 0.999 and cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())
-    folder, _ = onnx_graphs.cached_graphs(encoder)
-    int8_file = Path(folder) / onnx_graphs.ONNX_FILES["int8"]
+    int8_file = Path(onnx_graphs.graph_path(encoder, "int8"))  # quantized from the shipped fp32 graph, cached
     assert {"EmbedLayerNormalization", "SkipLayerNormalization", "QuantizeLinear"} <= ops_of(onnx.load(str(int8_file)))
     products = weight_products(int8_file)
     assert len(products) == 4 * 3 and all(products.values()), products  # output, FFN in and out per layer

@@ -429,6 +429,14 @@ def page_speed(src):
                f"encoder made of these products can be only that much faster in int8 on this CPU.\n\n"
                + (src.root / "bench" / "results" / "matmul.md").read_text(encoding="utf-8").strip() + "\n\n"
                + source("bench/results/matmul.json", "bench/results/matmul.md"))
+    st = src.bench("startup")
+    out.append(f"\n## Start-up and the light runtime\n\n`python bench/bench_startup.py` ({st.get('cpu', '2 cores')}): each "
+               f"command a fresh process, beside `python -c \"import tensorflow\"` on the same machine; `zoo encode` "
+               f"runs the light runtime (ONNX Runtime, no TensorFlow) where the model's fused graph exists, `--precision "
+               f"fp32` loads Keras. The server rows start `zoo serve` of an ONNX export of zoo-embed-zh-L4 and read "
+               f"its resident memory after 20 requests of 64 texts.\n\n"
+               + (src.root / "bench" / "results" / "startup.md").read_text(encoding="utf-8").strip() + "\n\n"
+               + source("bench/results/startup.json", "bench/results/startup.md"))
     out.append("\n## Earlier: int8 through tf2onnx, before the fused graphs\n\n")
     data = src.bench("inference_cosent_L4")
     out.append(f"`{command(data['command'])}`: {count(data['sentences'])} LCQMC test sentences, batch "

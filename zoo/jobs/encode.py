@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import sys
 import time
 
 import numpy as np
@@ -82,9 +81,9 @@ class EncodeConfig:
             raise ConfigError(f"--column counts from 1, got {self.column}")
 
 
-def load_encoder(config):
+def load_light(config):
     """The light runtime's ``OnnxEncoder`` where the model's fused graph exists (no TensorFlow is imported), else
-    the model loaded with Keras."""
+    None."""
     from ..runtime import light_encoder
 
     if config.pooling is None and config.engine == "local":
@@ -93,6 +92,14 @@ def load_encoder(config):
             light.maxlen = config.maxlen or light.maxlen
             log.info("encoding with ONNX Runtime (%s, %s)", light.precision, light.graph)
             return light
+    return None
+
+
+def load_encoder(config):
+    """``load_light``'s encoder, else the model loaded with Keras."""
+    light = load_light(config)
+    if light is not None:
+        return light
     from ..models import from_preset
 
     model = from_preset(config.model, pooling=config.pooling, maxlen=config.maxlen)
@@ -150,9 +157,12 @@ def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
     if model is None:
         threads = max(1, (os.cpu_count() or 1) // shards)
         os.environ["ZOO_ORT_THREADS"] = str(threads)  # the light runtime's share of the cores
-        model = load_encoder(config)
-        if "tensorflow" in sys.modules:
-            sys.modules["tensorflow"].config.threading.set_intra_op_parallelism_threads(threads)
+        model = load_light(config)
+        if model is None:  # Keras: TensorFlow's share, set before the backend starts
+            import tensorflow as tf
+
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            model = load_encoder(config)
     with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
     scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
