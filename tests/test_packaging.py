@@ -30,7 +30,9 @@ def test_setup_cfg_lists_every_package():
 def test_wheel_ships_the_presets_and_loads_them_by_name(tmp_path):
     import zoo
 
-    shipped = [p.strip().rstrip("/*") for p in setup_cfg()["options.package_data"]["zoo._presets"].split(",")]
+    entries = [p.strip().rstrip("/*") for p in setup_cfg()["options.package_data"]["zoo._presets"].split(",")]
+    shipped = list(dict.fromkeys(e.split("/")[0] for e in entries))  # NAME/* and NAME/onnx/*: one preset
+    graphs = [e.split("/")[0] for e in entries if e.endswith("/onnx")]  # presets carrying their fused graph
     assert zoo.DEFAULT_PRESET in shipped and zoo.DEFAULT_ENCODER in shipped
     for name in shipped:
         assert os.path.exists(os.path.join(REPO, "data", "presets", name, "zoo_config.json")), name
@@ -52,6 +54,8 @@ for name in {shipped!r}:
     model = zoo.models.from_preset(name)
     if hasattr(model, "encode"):
         assert model.encode(["怎么开通花呗"]).shape[0] == 1
+for name in {graphs!r}:
+    assert os.path.exists(os.path.join(PRESETS_DIR, name, "onnx", "model.onnx")), name
     sizes[name] = sum(os.path.getsize(os.path.join(PRESETS_DIR, name, f)) for f in os.listdir(os.path.join(PRESETS_DIR, name)))
 print(json.dumps({{"presets": zoo.available_presets(), "sizes": sizes}}))
 """
