@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import logging
 import sys
+
+from ._import_hooks import OnFirstImport, WrappedLoader
 
 REGISTERING_MODULES = ("zoo.models", "zoo.train.schedules")  # importing these registers every zoo Keras class
 _done = False
@@ -47,6 +48,13 @@ def _register_or_warn():
         logging.getLogger("zoo").warning("zoo's Keras classes could not be registered (%s: %s)", type(e).__name__, e)
 
 
+def _then_register(exec_module, module):
+    """A module's ``exec_module``, then ``register_when_ready`` once Keras is imported (``WrappedLoader``)."""
+    exec_module(module)
+    if "keras" in sys.modules:
+        register_when_ready(done=module.__name__)
+
+
 class _AfterZooModules(importlib.abc.MetaPathFinder):
     """Until registering is done: wraps the loader of each zoo module imported, so that once the module is done,
     and Keras is imported, ``register_when_ready`` runs."""
@@ -60,43 +68,16 @@ class _AfterZooModules(importlib.abc.MetaPathFinder):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenRegister(spec.loader)
+            spec.loader = WrappedLoader(spec.loader, _then_register)
         return spec
-
-
-class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: for ``keras`` it wraps the real loader so that registering follows Keras' import."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras":
-            return None
-        sys.meta_path.remove(self)  # one shot; the other finders locate the real module
-        spec = importlib.util.find_spec("keras")
-        if spec is not None and spec.loader is not None:
-            spec.loader = _ThenRegister(spec.loader)
-        return spec
-
-
-class _ThenRegister(importlib.abc.Loader):
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        if "keras" in sys.modules:
-            register_when_ready(done=module.__name__)
-
-    def __getattr__(self, name):  # resources, is_package, get_code ... of the real loader
-        return getattr(self.loader, name)
 
 
 if "keras" in sys.modules:
     register_when_ready()
 if not _done:
-    for finder in (_AfterZooModules, _RegisterAfterKeras):
-        if finder is not _RegisterAfterKeras or "keras" not in sys.modules:
-            if not any(isinstance(f, finder) for f in sys.meta_path):
-                sys.meta_path.insert(0, finder())
+    if not any(isinstance(f, _AfterZooModules) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterZooModules())
+    if "keras" not in sys.modules and not any(isinstance(f, OnFirstImport) and f.around is _then_register
+                                              for f in sys.meta_path):
+        # for ``keras`` itself: registering follows Keras' import
+        sys.meta_path.insert(0, OnFirstImport(("keras",), _then_register))

@@ -27,19 +27,17 @@ the weights at the next call and they are rebuilt. ``forget(model)`` drops them 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import weakref
 
-import numpy as np
 
 from .autotune import decide
+from .fingerprints import weights_fingerprint  # noqa: F401  (also zoo.inference's name)
 from .logs import log
 from .onnx_graphs import ONNX_PRECISIONS, onnx_session  # noqa: F401  (ONNX_PRECISIONS: zoo.inference's name)
 
 PRECISIONS = ("auto", "fastest", "fp32", "bf16", "onnx-fp32", "int8")
 _RUNNERS = weakref.WeakKeyDictionary()  # model -> {"fingerprint": ..., precision: Runner, "auto": precision}
-_WATCHED = weakref.WeakKeyDictionary()  # model -> the variables weights_fingerprint reads
 _warned = set()
 
 
@@ -131,26 +129,6 @@ def no_fused_graph(model):
 def forget(model):
     """Drop the bf16 copy, ONNX sessions and auto choice kept for ``model`` (rebuilt from its current weights)."""
     _RUNNERS.pop(model, None)
-
-
-def weights_fingerprint(model, watched=4):
-    """A cheap digest of ``model``'s weights: ``watched`` of its small (1-D) trainable variables, spread from the
-    first layer to the head, read whole. Training and ``set_weights`` change every one of them; after changing a
-    few weights by hand, call ``forget``."""
-    import keras
-
-    if model not in _WATCHED:
-        small = [w for w in model.trainable_weights if len(w.shape) == 1] or \
-            [w for w in model.weights if len(w.shape) == 1] or list(model.weights)
-        _WATCHED[model] = [small[i] for i in sorted(set(np.linspace(0, len(small) - 1, watched).astype(int)))] \
-            if small else []
-    h = hashlib.sha256()
-    for w in _WATCHED[model]:
-        value = w.value
-        # a TensorFlow variable's own read is ~10x faster than convert_to_numpy's generic path
-        h.update((value.numpy() if keras.backend.backend() == "tensorflow" else keras.ops.convert_to_numpy(w))
-                 .tobytes())
-    return h.hexdigest()
 
 
 def copy_with_dtype(model, dtype):

@@ -8,11 +8,11 @@ before its logging is configured) kept out of the terminal, and Ctrl-C during tr
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.util
 import logging
 import os
 import sys
+
+from ._import_hooks import OnFirstImport
 
 log = logging.getLogger("zoo")
 
@@ -159,38 +159,16 @@ def setup_cli(level=logging.INFO):
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if "keras" in sys.modules or "tensorflow" in sys.modules:
         return
-    if not any(isinstance(f, _QuietBackendImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _QuietBackendImport())  # a command that never loads the backend never pays for it
+    if not any(isinstance(f, OnFirstImport) and f.around is _quietly for f in sys.meta_path):
+        # a command that never loads the backend never pays for it
+        sys.meta_path.insert(0, OnFirstImport(("keras", "tensorflow"), _quietly))
 
 
-class _QuietBackendImport(importlib.abc.MetaPathFinder):
-    """One shot (``setup_cli``): the first import of Keras or TensorFlow, and TensorFlow's device probe, run with
-    file descriptor 2 silenced."""
+def _quietly(exec_module, module):
+    """The first import of Keras or TensorFlow, and TensorFlow's device probe, with file descriptor 2 silenced."""
+    with stderr_silenced():
+        exec_module(module)
+        if module.__name__ == "tensorflow" or module.backend.backend() == "tensorflow":
+            import tensorflow as tf
 
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in ("keras", "tensorflow"):
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _SilencedLoader(spec.loader)
-        return spec
-
-
-class _SilencedLoader(importlib.abc.Loader):
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        with stderr_silenced():
-            self.loader.exec_module(module)
-            if module.__name__ == "tensorflow" or module.backend.backend() == "tensorflow":
-                import tensorflow as tf
-
-                tf.config.list_physical_devices()
-
-    def __getattr__(self, name):  # resources, is_package, get_code ... of the real loader
-        return getattr(self.loader, name)
+            tf.config.list_physical_devices()

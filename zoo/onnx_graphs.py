@@ -174,7 +174,7 @@ def loaded_preset(model):
     """(preset folder, sha256 of its weights file) of a model loaded from a zoo preset whose weights have not
     changed since (``zoo.presets.load_saved`` records the source; SimBERT's encoder shares its model's), else
     None."""
-    from .inference import weights_fingerprint
+    from .fingerprints import weights_fingerprint
 
     source = getattr(model, "_zoo_source", None)
     if not source:

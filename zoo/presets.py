@@ -132,7 +132,7 @@ def recorded_max_input_tokens(path):
 def remember_source(model, directory, config):
     """Record on ``model`` the preset it was loaded from (folder, weights sha256, a fingerprint of the weights),
     so that its fused ONNX graphs can be the preset's own (``zoo.onnx_graphs.loaded_preset``)."""
-    from .inference import weights_fingerprint
+    from .fingerprints import weights_fingerprint
 
     weights = ((config.get("files") or {}).get(PRESET_WEIGHTS) or {}).get("sha256")
     if weights and hasattr(model, "head_spec"):
