@@ -35,9 +35,9 @@ _DEPRECATED = {
     "load_preset": ("zoo.from_preset", None, None),
 }
 _SUBMODULES = ("attention_masks", "augment", "autotune", "backbone", "backbones", "checkpoints", "cli", "config", "corpus", "data",
-               "distribute", "errors", "evaluation", "export", "fingerprints", "fused_onnx", "generation", "heads", "inference", "jobs",
+               "distribute", "encoding", "errors", "evaluation", "export", "fingerprints", "fused_onnx", "generation", "heads", "inference", "jobs",
                "lexical", "logs", "losses", "milvus_index", "models", "onnx_graphs", "paths", "pooling", "presets",
-               "pretraining_data", "retrieval", "rotary", "runtime", "serving", "tokenizer", "train", "vector_index", "vectors")
+               "pretraining_data", "retrieval", "rotary", "serving", "tokenizer", "train", "vector_index", "vectors")
 
 
 def __getattr__(name):

@@ -7,7 +7,7 @@ recorded as done. A killed run resumes at the first chunk not done; ``--processe
 worker p taking every chunk c with c % N == p (each with its share of the cores). When every chunk is done the
 array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, int8 scales, and
 ``vector_source``: the runtime, precision and ONNX graph sha256 that made the vectors). Where the model's fused
-graph exists the lines are embedded by the light runtime (``zoo.runtime``: ONNX Runtime, no TensorFlow).
+graph exists the lines are embedded by the light runtime (``zoo.encoding``: ONNX Runtime, no TensorFlow).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class EncodeConfig:
                                     "measured close to fp32 here; may be int8), fp32 (Keras), bf16 (CPUs with "
                                     "AVX512-BF16/AMX, else fp32 with a warning), onnx-fp32 or int8 (a fused ONNX "
                                     "Runtime graph; zoo.inference). Where the model's fused graph exists, auto, "
-                                    "onnx-fp32 and int8 run without TensorFlow (zoo.runtime)",
+                                    "onnx-fp32 and int8 run without TensorFlow (zoo.encoding)",
                             choices=PRECISIONS)
     processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p (with "
                                "--engine ray: the number of Ray actors, one model copy each)")
@@ -84,7 +84,7 @@ class EncodeConfig:
 def load_light(config):
     """The light runtime's ``OnnxEncoder`` where the model's fused graph exists (no TensorFlow is imported), else
     None."""
-    from ..runtime import light_encoder
+    from ..encoding import light_encoder
 
     if config.pooling is None and config.engine == "local":
         light = light_encoder(config.model, config.precision)

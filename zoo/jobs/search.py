@@ -73,7 +73,7 @@ class SearchConfig:
 def load_encoder(name):
     """The light runtime's ``OnnxEncoder`` of ``name`` where its fused graph exists (no TensorFlow is imported), else
     the model loaded with Keras."""
-    from ..runtime import light_encoder
+    from ..encoding import light_encoder
 
     encoder = light_encoder(name)
     if encoder is None:

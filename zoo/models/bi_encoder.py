@@ -11,7 +11,7 @@ from ..heads import HeadSpec
 from ..logs import log
 from ..losses import pair_cosine
 from ..pooling import Pooling, pooling_modes
-from ..runtime import embed_texts
+from ..encoding import embed_texts
 from ..tokenizer import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
 from ..vectors import normalize_rows
 from .task import Task

@@ -182,7 +182,7 @@ class Task(keras.Model):
         Runtime), so little padding is computed and XLA compiles few shapes. ``precision``: auto, fp32, bf16,
         onnx-fp32 or int8 (``zoo.inference``)."""
         from ..inference import runner
-        from ..runtime import predict_sorted
+        from ..encoding import predict_sorted
 
         self._require_tokenizer()
         predict = runner(self, precision)

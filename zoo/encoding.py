@@ -1,5 +1,5 @@
 """zoo's light runtime: sentence vectors from a fused ONNX graph with ONNX Runtime, the Rust tokenizer and numpy
-only. Nothing here imports TensorFlow, Keras or JAX (tests/test_runtime.py runs it in a fresh process and checks).
+only. Nothing here imports TensorFlow, Keras or JAX (tests/test_light_runtime.py runs it in a fresh process and checks).
 
 Where a model's fused graph (``zoo.fused_onnx``) already exists, ``OnnxEncoder.from_preset(path)`` encodes with it:
 

@@ -1,4 +1,4 @@
-"""The light runtime (zoo.runtime, issue 38): `zoo encode`, `zoo index build`, `zoo search`, `OnnxEncoder` and `zoo
+"""The light runtime (zoo.encoding, issue 38): `zoo encode`, `zoo index build`, `zoo search`, `OnnxEncoder` and `zoo
 serve` of an ONNX export run without ever importing TensorFlow, Keras or JAX, and give the Keras path's vectors
 (fp32 within 1e-5; int8 equal to the Keras path's int8). The precision and graph hash are recorded where vectors
 are kept or served; an index refuses queries of another model's graph."""
@@ -19,7 +19,7 @@ import pytest
 
 import zoo
 from zoo import onnx_graphs
-from zoo.runtime import OnnxEncoder, light_encoder
+from zoo.encoding import OnnxEncoder, light_encoder
 
 pytest.importorskip("onnxruntime", reason="pip install 'zoo[onnx]'")
 
