@@ -203,11 +203,12 @@ def block_pretrained(src, arg):
         f"{f2(meta['masked_accuracy'])}% (data/presets/{arg}/zoo_config.json).")
 
 
+QUALITY_TASKS = ("LCQMC", "BQ", "STS-B")  # the quality columns of bench_inference.py
 INFERENCE_RUNS = ("inference", "inference_avx2")  # bench_inference.py's results on an AVX-512 and an AVX2-only host
 
 
 def block_inference(src, arg=None):
-    """Per CPU and model of the bench/results/inference*.json files: what auto picks, and that path against
+    """Per CPU and model of the bench/results/inference*.json files: what precision fastest picks, and that path against
     transformers fp32 and the best sentence-transformers backend, in throughput (batch 64) and one-sentence latency."""
     out = []
     for run in INFERENCE_RUNS:
@@ -220,7 +221,7 @@ def block_inference(src, arg=None):
             fastest_latency = min(st, key=lambda k: m["latency_batch1"][k]["median_ms"])
             latency = m["latency_batch1"][pick]["median_ms"]
             lines.append(
-                f"- `{model_label(name)}`: `auto` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
+                f"- `{model_label(name)}`: `fastest` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
                 f"sentences/s at batch 64, {f2(m['speed_vs_transformers_fp32'][pick])}x transformers fp32 and "
                 f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence "
                 f"in {latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed "
@@ -229,6 +230,46 @@ def block_inference(src, arg=None):
         out.append(f"Measured side by side on 2 CPU cores with {', '.join(flags)} (interleaved rounds, medians):\n\n"
                    + "\n".join(lines) + "\n\n" + source(f"bench/results/{run}.json"))
     return "\n".join(out)
+
+
+def speed_chart_name(data, run):
+    """The speed chart's file name for a bench_inference results file: ``speed_RUN_DIGEST.png``, the digest of the
+    figures it draws (a changed result names a new chart, so ``--check`` sees the page go stale)."""
+    import hashlib
+
+    drawn = {name: [m["sentences_per_second"], {k: v["median_ms"] for k, v in m["latency_batch1"].items()}]
+             for name, m in data["models"].items()}
+    return f"speed_{run}_{hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()[:10]}.png"
+
+
+def draw_speed_chart(data, path):
+    """Per model, a bar per system: sentences/s at batch 64 and one sentence's latency (median ms)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(data["models"])
+    fig, axes = plt.subplots(len(models), 2, figsize=(11, 0.32 * 16 * len(models) + 1), squeeze=False)
+    colours = {"zoo": "#2b6cb0", "transformers": "#718096", "st": "#dd6b20"}
+    for row, name in zip(axes, models):
+        m = data["models"][name]
+        systems = list(m["sentences_per_second"])
+        colour = [colours[s.split("_")[0]] for s in systems]
+        row[0].barh(systems, [m["sentences_per_second"][s] for s in systems], color=colour)
+        row[0].set_title(f"{model_label(name)}: sentences/s, batch 64 (higher is better)", fontsize=9)
+        row[1].barh(systems, [m["latency_batch1"][s]["median_ms"] for s in systems], color=colour)
+        row[1].set_title(f"{model_label(name)}: one sentence, median ms (lower is better)", fontsize=9)
+        for ax in row:
+            ax.invert_yaxis()
+            ax.tick_params(labelsize=8)
+            ax.grid(axis="x", alpha=0.3)
+    flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
+    fig.suptitle(f"2 CPU cores with {', '.join(flags)}: zoo (blue), transformers (grey), sentence-transformers "
+                 f"(orange)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
 
 
 def model_label(name):
@@ -417,8 +458,21 @@ def page_speed(src):
         flags = sorted({f for m in current["models"].values() for f in m["cpu_flags"]})
         commands = sorted({command(m["command"]) for m in current["models"].values()})
         out.append(f"\n### 2 CPU cores with {', '.join(flags)}\n\n" + "".join(f"`{c}`\n" for c in commands) + "\n")
-        out.append((src.root / "bench" / "results" / f"{run}.md").read_text(encoding="utf-8").strip() + "\n\n"
-                   + source(f"bench/results/{run}.json", f"bench/results/{run}.md"))
+        out.append(f"![sentences/s and one-sentence latency of every system]({speed_chart_name(current, run)})\n\n")
+        for name, m in current["models"].items():
+            systems = list(m["sentences_per_second"])
+            out.append(f"`{model_label(name)}` ({m['layers']} layers, hidden {m['hidden']}, pooling {m['pooling']}; "
+                       f"sentence-transformers pools with {m['st_pooling']}), speed:\n\n" + table(
+                           ["system", "sentences/s (batch 64)", "x transformers fp32", "x best sentence-transformers",
+                            "batch-1 ms (median)"],
+                           [[s_, count(m["sentences_per_second"][s_]), f2(m["speed_vs_transformers_fp32"][s_]),
+                             f2(m["speed_vs_best_st"][s_]), f"{m['latency_batch1'][s_]['median_ms']:.2f}"]
+                            for s_ in systems]) + "\nQuality (test Spearman x100"
+                       + (f", first {count(m['quality_pairs'])} pairs of each test set" if m.get("quality_pairs") else "")
+                       + "):\n\n" + table(["system"] + [f"{t} test Spearman" for t in QUALITY_TASKS],
+                                           [[s_] + [f2(m["test_spearman"][s_][t]) if t in m["test_spearman"].get(s_, {})
+                                                    else "" for t in QUALITY_TASKS] for s_ in systems]) + "\n")
+        out.append(source(f"bench/results/{run}.json"))
     m = src.bench("matmul")
     ratios = m["results"]["384"]["int8_over_fp32"]
     torch_ratio = (f", and PyTorch's (FBGEMM) at {f2(ratios['torch int8'])}x its own float32" if "torch int8" in ratios
@@ -670,6 +724,15 @@ def main(argv=None):
                 tmp = path.with_name(path.name + ".tmp")
                 tmp.write_text(text, encoding="utf-8")
                 tmp.replace(path)
+    for run in INFERENCE_RUNS:  # the speed charts the speed page names, drawn from their results file
+        data = Sources(root).bench(run)
+        chart = root / "docs" / "results" / speed_chart_name(data, run)
+        if not chart.is_file():
+            stale.append(chart.relative_to(root).as_posix())
+            if not args.check:
+                for old in chart.parent.glob(f"speed_{run}_*.png"):
+                    old.unlink()
+                draw_speed_chart(data, chart)
     if args.check and stale:
         print("stale (run python tools/results_pages.py): " + ", ".join(stale), file=sys.stderr)
         return 1

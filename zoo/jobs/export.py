@@ -32,7 +32,7 @@ class ExportConfig:
     maxlen: int | None = option(None, "tokens per text (default: the model's maxlen)")
     quantize: str = option("none", "none: float32, lossless; int8: ONNX Runtime static quantization with "
                                    "calibrated scales (onnx) or Keras int8 kernels (saved_model), lossy; bf16: a "
-                                   "bfloat16 SavedModel; auto: int8 for onnx when precision auto picks it for this "
+                                   "bfloat16 SavedModel; auto: int8 for onnx when precision fastest picks it for this "
                                    "model on this machine, else none", choices=("none", "int8", "bf16", "auto"))
 
     def __post_init__(self):
