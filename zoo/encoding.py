@@ -27,7 +27,7 @@ from .logs import batch_starts
 from .onnx_graphs import (FP32_GRAPH, ID_INPUTS, PARITY_TOLERANCE, find_graphs, int8_graph, new_session,
                           require_onnx)
 from .paths import sha256_of
-from .tokenizer import chunk_pieces
+from .tokenizer import Tokenizer, chunk_pieces
 from .vectors import mean_of_windows, normalize_rows
 
 RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8")  # what the light runtime runs (auto: onnx-fp32, lossless)
@@ -86,13 +86,13 @@ class OnnxEncoder:
     """
 
     def __init__(self, graph, tokenizer, maxlen, dim=None, normalize=True, query_prefix="", precision="onnx-fp32",
-                 max_input_tokens=None, source=None):
+                 max_input_tokens=None, source=None, graph_sha256=None):
         require_onnx()
         self.graph, self.tokenizer, self.maxlen, self.precision = os.fspath(graph), tokenizer, int(maxlen), precision
         self.normalize, self.query_prefix, self.source = normalize, query_prefix, source
         self.max_input_tokens = max_input_tokens or self.maxlen
         self._session, self._inputs = new_session(self.graph), ID_INPUTS
-        self.graph_sha256 = sha256_of(self.graph)
+        self.graph_sha256 = graph_sha256 or sha256_of(self.graph)  # given where a manifest already checked it
         self.dim = int(dim or self._run(tokenizer.pad([tokenizer.encode("")])).shape[-1])
 
     @classmethod
@@ -101,8 +101,6 @@ class OnnxEncoder:
         ``precision``: "auto" or "onnx-fp32" (the fused float32 graph: lossless) or "int8" (its calibrated int8
         version, lossy by choice). FileNotFoundError when no fused graph exists for it: load it with
         ``zoo.from_preset`` (Keras), whose first ONNX call writes one."""
-        from .tokenizer import Tokenizer
-
         if precision not in RUNTIME_PRECISIONS:
             raise ValueError(f"OnnxEncoder runs precision {RUNTIME_PRECISIONS}, got {precision!r} (Keras runs the "
                              f"others: zoo.from_preset)")
@@ -129,8 +127,9 @@ class OnnxEncoder:
             graph, precision = os.path.join(folder, FP32_GRAPH), "onnx-fp32"
         return cls(graph, tokenizer, encoder["maxlen"], dim=encoder.get("dim"),
                    normalize=encoder.get("normalize", True), query_prefix=encoder.get("query_prefix", ""),
-                   precision=precision,
-                   max_input_tokens=encoder.get("max_input_tokens"), source=os.fspath(path))
+                   precision=precision, max_input_tokens=encoder.get("max_input_tokens"), source=os.fspath(path),
+                   graph_sha256=(info.get("files", {}).get(FP32_GRAPH) or {}).get("sha256")
+                   if graph.endswith(FP32_GRAPH) else None)
 
     def _run(self, batch):
         return self._session.run(None, {k: np.asarray(batch[k], dtype="int32") for k in self._inputs})[0]
