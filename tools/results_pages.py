@@ -730,8 +730,9 @@ def main(argv=None):
         if not chart.is_file():
             stale.append(chart.relative_to(root).as_posix())
             if not args.check:
-                for old in chart.parent.glob(f"speed_{run}_*.png"):
-                    old.unlink()
+                for old in chart.parent.glob(f"speed_{run}_*.png"):  # this run's older charts, not another run's
+                    if re.fullmatch(rf"speed_{re.escape(run)}_[0-9a-f]{{10}}\.png", old.name):
+                        old.unlink()
                 draw_speed_chart(data, chart)
     if args.check and stale:
         print("stale (run python tools/results_pages.py): " + ", ".join(stale), file=sys.stderr)
