@@ -28,6 +28,23 @@ def versions():
     return out
 
 
+def machine():
+    """The hardware a run's seconds were measured on: CPU model, the cores this process may use, its vector kind."""
+    from ..inference import cpu_flags
+
+    model_name = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model_name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    flags = cpu_flags()
+    kind = ("AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512" if "avx512f" in flags
+            else "AVX2" if "avx2" in flags else "other")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": model_name or None, "cores": cores, "cpu_kind": kind}
+
+
 def data_files(datasets):
     """{name: path, format, sha256, pairs (and the file's total when cut), triplets, label kind, duplicates, bad
     lines} of PairDatasets, for results.json: what each split was read from."""
@@ -91,7 +108,7 @@ def write_results(output, results, markdown):
     """Write ``output/results.json`` (the command line and package versions first) and ``output/results.md``,
     log the markdown, and return the full results dict. Under distribution only process 0 writes."""
     results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]), "versions": versions(),
-               **results}
+               "machine": machine(), **results}
     markdown = markdown.rstrip() + f"\n\ncommand: `{results['command']}`"
     if "seconds" in results:
         markdown += f"  ({results['seconds']:.0f} s)"
