@@ -220,6 +220,10 @@ def test_compare_matching_end_to_end(tmp_path):
     assert not (out / "PAWSX").exists()  # no PAWSX training: the LCQMC models were reused
     for name in ("LCQMC_scores.png", "LCQMC_threshold.png", "PAWSX_scores.png", "PAWSX_threshold.png"):
         assert (out / name).stat().st_size > 10_000
+    for row in results["rows"]:  # the pictures' data, kept so that tools/results_pages.py can draw them again
+        plot = row["plot"]
+        assert plot["threshold"] == row["threshold"] and len(plot["accuracy_by_threshold"]["test"]) == 100
+        assert sum(plot["test_histogram"]["similar"]) + sum(plot["test_histogram"]["not_similar"]) == 120
     table = (out / "results.md").read_text()
     assert "PAWSX (transfer from LCQMC)" in table and "Interact (cross-encoder) accuracy" in table
     test_labels = np.array([int(line.rsplit("\t", 1)[1]) for line in (data / "LCQMC.test.data").read_text().split("\n")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,5 +130,109 @@ def test_a_new_result_file_gets_a_page(copy, capsys):
     assert "docs/results/new_bench.md" in capsys.readouterr().err
     assert tool.main(["--root", str(copy)]) == 0
     page = (copy / "docs" / "results" / "new_bench.md").read_text(encoding="utf-8")
-    assert "`python bench/new_bench.py --rounds 3`" in page and "| summary.ratio | 1.234 |" in page
-    assert "[new_bench](new_bench.md)" in (copy / "docs" / "results" / "index.md").read_text(encoding="utf-8")
+    assert "# New bench\n" in page and "`python bench/new_bench.py --rounds 3`" in page
+    assert "| summary.ratio | 1.234 |" in page
+    assert "[New bench](new_bench.md)" in (copy / "docs" / "results" / "index.md").read_text(encoding="utf-8")
+
+
+def test_every_results_page_has_a_title_a_nav_entry_and_readable_tables():
+    """A human H1 (not the file's name), the same title in mkdocs.yml's nav, no flattened JSON keys
+    (``runs.x.test.LCQMC``), no table wider than 8 columns, and a command (or "not recorded") for every file."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in sorted((ROOT / "docs" / "results").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        title = re.search(r"^# (.+)$", text, re.MULTILINE)[1]
+        assert title not in (page.stem, page.stem.replace("_", " ")), page.name
+        if page.stem != "index":
+            assert f"- {title}: results/{page.name}" in nav, f"{page.name}: no nav entry titled {title!r}"
+        assert not re.search(r"^\| \w+(\.[\w-]+)+ \|", text, re.MULTILINE), f"{page.name}: flattened JSON keys"
+        for header in re.findall(r"^(\|.*\|)\n\|---", text, re.MULTILINE):
+            assert header.count("|") - 1 <= 8, f"{page.name}: a table of {header.count('|') - 1} columns: {header}"
+    index = (ROOT / "docs" / "results" / "index.md").read_text(encoding="utf-8")
+    assert not re.search(r"^\| `bench/results/[^|]*` \|\s*\|", index, re.MULTILINE), "an empty command cell"
+    speed = (ROOT / "docs" / "results" / "speed.md").read_text(encoding="utf-8")
+    assert "#### BERT L6/H384 (reference)" in speed and "\n- `python bench/bench_inference.py" in speed
+    assert "test (first 2,000)" in speed and "(models.md) scores the full test splits" in speed
+
+
+def test_word_order_ablation_shows_the_columns_its_conclusion_rests_on():
+    """The bench-table block of docs/bi-encoders.md: WORDORDER and PAWS-X valid in a table narrow enough to read."""
+    text = (ROOT / "docs" / "bi-encoders.md").read_text(encoding="utf-8")
+    block = text.split("<!-- generated: bench-table quality_ablation -->", 1)[1].split("<!-- /generated -->", 1)[0]
+    header = next(line for line in block.split("\n") if "WORDORDER" in line and line.startswith("|"))
+    assert "PAWS-X valid" in header and "4-task mean" in header and header.count("|") - 1 <= 6
+
+
+def test_public_models_table_is_generated_from_its_results_file(copy, capsys):
+    """models.md and any page's ``public-models`` block show bench/results/public_baselines.json beside the presets'
+    ship.json, each public row with its source; ``matchers`` shows zoo's bi- and cross-encoders."""
+    tool = load_tool()
+    path = copy / "bench" / "results" / "public_baselines.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    bge = next(m for m in data["models"] if m["model"] == "BAAI/bge-small-zh-v1.5")
+    models = (copy / "docs" / "results" / "models.md").read_text(encoding="utf-8")
+    assert f"| BAAI/bge-small-zh-v1.5 | 24 M params | {bge['test_spearman']['ATEC']:.2f} |" in models
+    assert f"published: {bge['source']} |" in models and "| `zoo-embed-zh-L4` (zoo) |" in models
+    bge["test_spearman"]["ATEC"] = 12.345
+    path.write_text(json.dumps(data), encoding="utf-8")
+    page = copy / "docs" / "choosing.md"
+    page.write_text("# Choosing\n\n<!-- generated: public-models -->\n<!-- /generated -->\n\n"
+                    "<!-- generated: matchers -->\n<!-- /generated -->\n", encoding="utf-8")
+    assert tool.main(["--check", "--root", str(copy)]) == 1
+    assert "docs/results/models.md" in capsys.readouterr().err
+    assert tool.main(["--root", str(copy)]) == 0
+    assert "| BAAI/bge-small-zh-v1.5 | 24 M params | 12.35 |" in (copy / "docs" / "results" / "models.md").read_text(
+        encoding="utf-8")
+    choosing = page.read_text(encoding="utf-8")
+    assert "| BAAI/bge-small-zh-v1.5 | 24 M params | 12.35 |" in choosing and "one model per task" in choosing
+    compare = json.loads((copy / "bench" / "results" / "runs" / "compare_4000.json").read_text(encoding="utf-8"))
+    cross = next(r for r in compare["rows"] if r["model"] == "interact")
+    assert f"| interaction cross-encoder | {cross['test_accuracy']:.2f} [" in choosing
+    assert "| DvBERT bi-encoder" in choosing and "`python tasks/dvbert_distill.py" in choosing
+
+
+def test_charts_are_drawn_from_the_result_files(copy, capsys):
+    """The search chart (million.json) and, from a compare record that carries plot data, the cross-encoder
+    pictures: missing ones make --check fail and are drawn by a write; without plot data the page says so."""
+    tool = load_tool()
+    results = copy / "docs" / "results"
+    page = copy / "docs" / "cross-encoders.md"
+    assert "(No pictures yet" in page.read_text(encoding="utf-8") or "compare_4000_LCQMC_scores_" in page.read_text(
+        encoding="utf-8")
+    for chart in results.glob("search_recall_*.png"):
+        chart.unlink()
+    record = copy / "bench" / "results" / "runs" / "compare_4000.json"
+    run = json.loads(record.read_text(encoding="utf-8"))
+    plots = tool.plots_module()
+    rng = np.random.default_rng(0)
+    for row in run["rows"]:
+        valid_labels, test_labels = rng.integers(0, 2, 300), rng.integers(0, 2, 300)
+        row["plot"] = plots.score_plot_record(valid_labels * 0.3 + rng.random(300), valid_labels,
+                                              test_labels * 0.3 + rng.random(300), test_labels, 0.65)
+    record.write_text(json.dumps(run), encoding="utf-8")
+    assert tool.main(["--check", "--root", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert "docs/results/search_recall_" in err and "docs/cross-encoders.md" in err
+    assert tool.main(["--root", str(copy)]) == 0
+    assert [p.stat().st_size > 10_000 for p in results.glob("search_recall_*.png")] == [True]
+    text = page.read_text(encoding="utf-8")
+    for kind in ("scores", "threshold"):
+        [chart] = results.glob(f"compare_4000_LCQMC_{kind}_*.png")
+        assert chart.stat().st_size > 10_000 and f"](results/{chart.name})" in text  # linked from docs/
+    assert "(No pictures yet" not in text
+    assert tool.main(["--check", "--root", str(copy)]) == 0
+
+
+def test_score_plot_record_is_compact_and_complete():
+    """What zoo compare keeps per task and model for its two pictures: histogram counts per label that add up to the
+    test pairs, and accuracy on valid and test at 100 thresholds."""
+    plots = load_tool().plots_module()
+    rng = np.random.default_rng(1)
+    valid_labels, test_labels = rng.integers(0, 2, 500), rng.integers(0, 2, 400)
+    record = plots.score_plot_record(rng.random(500), valid_labels, rng.random(400) + test_labels, test_labels, 0.9)
+    h, curve = record["test_histogram"], record["accuracy_by_threshold"]
+    assert len(h["edges"]) == 51 and sum(h["similar"]) == test_labels.sum() and sum(h["not_similar"]) == 400 - \
+        test_labels.sum()
+    assert len(curve["thresholds"]) == len(curve["valid"]) == len(curve["test"]) == 100
+    assert record["threshold"] == 0.9 and h["edges"][0] <= 0.9 <= h["edges"][-1]
+    assert len(json.dumps(record)) < 6_000

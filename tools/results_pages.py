@@ -6,7 +6,9 @@
 Sources: ``bench/results/*.json`` (benchmarks), ``bench/results/runs/*.json`` (training runs' results.json, copied
 in), and the shipped presets' ``data/presets/NAME/ship.json`` and ``zoo_config.json``. Targets: the pages
 ``docs/results/*.md`` (written whole) and, in ``README.md``, ``docs/**/*.md`` and the docstrings of ``tasks/*.py``,
-the text between ``<!-- generated: NAME [ARG] -->`` and ``<!-- /generated -->``. Plain Python (no zoo import).
+the text between ``<!-- generated: NAME [ARG] -->`` and ``<!-- /generated -->``; and the charts those name
+(``docs/results/*_DIGEST.png``). Plain Python: no zoo import (the drawing of a compare run's pictures, shared with
+``zoo compare``, is ``zoo/_plots.py``, loaded by path; it imports numpy only).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import posixpath
 import re
 import sys
 import textwrap
@@ -221,7 +224,7 @@ def block_inference(src, arg=None):
             fastest_latency = min(st, key=lambda k: m["latency_batch1"][k]["median_ms"])
             latency = m["latency_batch1"][pick]["median_ms"]
             lines.append(
-                f"- `{model_label(name)}`: `fastest` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
+                f"- {model_label(name)}: `fastest` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
                 f"sentences/s at batch 64, {f2(m['speed_vs_transformers_fp32'][pick])}x transformers fp32 and "
                 f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence "
                 f"in {latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed "
@@ -232,23 +235,42 @@ def block_inference(src, arg=None):
     return "\n".join(out)
 
 
-def speed_chart_name(data, run):
-    """The speed chart's file name for a bench_inference results file: ``speed_RUN_DIGEST.png``, the digest of the
-    figures it draws (a changed result names a new chart, so ``--check`` sees the page go stale)."""
+CHART_STYLE = 2  # raise it when a drawing changes: every chart then gets a new name and is drawn again
+
+
+def chart_name(prefix, drawn):
+    """``PREFIX_DIGEST.png``, the digest of the figures a chart draws (and of CHART_STYLE): a changed result names
+    a new chart, so ``--check`` sees the page go stale."""
     import hashlib
 
-    drawn = {name: [m["sentences_per_second"], {k: v["median_ms"] for k, v in m["latency_batch1"].items()}]
-             for name, m in data["models"].items()}
-    return f"speed_{run}_{hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()[:10]}.png"
+    return f"{prefix}_{hashlib.sha256(json.dumps([CHART_STYLE, drawn], sort_keys=True).encode()).hexdigest()[:10]}.png"
 
 
-def draw_speed_chart(data, path):
-    """Per model, a bar per system: sentences/s at batch 64 and one sentence's latency (median ms)."""
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def save(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+
+
+def speed_chart_name(data, run):
+    """The speed chart of a bench_inference results file: ``speed_RUN_DIGEST.png``."""
+    return chart_name(f"speed_{run}", {name: [m["sentences_per_second"], {k: v["median_ms"] for k, v in
+                                                                          m["latency_batch1"].items()}]
+                                       for name, m in data["models"].items()})
+
+
+def draw_speed_chart(data, path):
+    """Per model, a bar per system: sentences/s at batch 64 and one sentence's latency (median ms)."""
+    plt = pyplot()
     models = list(data["models"])
     fig, axes = plt.subplots(len(models), 2, figsize=(11, 0.32 * 16 * len(models) + 1), squeeze=False)
     colours = {"zoo": "#2b6cb0", "transformers": "#718096", "st": "#dd6b20"}
@@ -267,15 +289,90 @@ def draw_speed_chart(data, path):
     flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
     fig.suptitle(f"2 CPU cores with {', '.join(flags)}: zoo (blue), transformers (grey), sentence-transformers "
                  f"(orange)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90, metadata={"Software": None})
-    plt.close(fig)
+    save(plt, fig, path)
+
+
+def index_kind(name):
+    """A search index's name without its search-time settings (nprobe, ef, rescore): one line of the chart."""
+    return re.sub(r" (nprobe|ef|rescore)\d+", "", name)
+
+
+def recall_chart_name(data):
+    return chart_name("search_recall", {n: [r["recall_at_10"], r["queries_per_second"]]
+                                        for n, r in data["indexes"].items()})
+
+
+def draw_recall_chart(data, path):
+    """bench_million's indexes: recall@10 against queries/s, a line per index kind through its search settings."""
+    plt = pyplot()
+    kinds = {}
+    for name, r in data["indexes"].items():
+        kinds.setdefault(index_kind(name), []).append(r)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for kind, rows in kinds.items():
+        rows = sorted(rows, key=lambda r: r["recall_at_10"])
+        ax.plot([r["queries_per_second"] for r in rows], [r["recall_at_10"] for r in rows], "o-",
+                label=f"{kind} ({count(rows[0]['memory_mib'])} MiB)")
+    ax.set_xscale("log")
+    ax.set_xlabel("queries/s, the held-out queries searched as one batch (log scale; right is faster)")
+    ax.set_ylabel("recall@10 (of exact search's top 10)")
+    ax.set_title(f"{count(data['corpus'])} vectors of {data['model']}, 2 CPU cores", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, title="index (memory)", title_fontsize=8)
+    save(plt, fig, path)
+
+
+def compare_plots(run):
+    """{task: {model: plot record}} of a ``zoo compare`` record (empty when its rows carry none)."""
+    out = {}
+    for r in run.get("rows", []):
+        if "plot" in r:
+            out.setdefault(r["task"], {})[r["model"]] = r["plot"]
+    return out
+
+
+def plots_module():
+    """zoo/_plots.py loaded by path (it imports numpy only): the drawing ``zoo compare`` uses, without zoo."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zoo_plots", ROOT / "zoo" / "_plots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compare_chart_names(name, task, plots):
+    """{kind: file name} of a compare run's two pictures of ``task``: TASK_scores and TASK_threshold."""
+    return {kind: chart_name(f"{name}_{task}_{kind}", plots) for kind in ("scores", "threshold")}
+
+
+def charts(src):
+    """{file name under docs/results/: a function drawing it to a path}: every chart a page or block names."""
+    out = {}
+    for run in INFERENCE_RUNS:
+        data = src.bench(run)
+        out[speed_chart_name(data, run)] = lambda path, data=data: draw_speed_chart(data, path)
+    million = src.bench("million")
+    out[recall_chart_name(million)] = lambda path: draw_recall_chart(million, path)
+    for name in src.runs():
+        for task, plots in compare_plots(src.run(name)).items():
+            names = compare_chart_names(name, task, plots)
+            for kind, draw in (("scores", "draw_scores"), ("threshold", "draw_thresholds")):
+                out[names[kind]] = lambda path, task=task, plots=plots, draw=draw: getattr(plots_module(), draw)(
+                    pyplot(), task, plots, path, dpi=90)
+    return out
+
+
+REFERENCE = re.compile(r"chinese_L-(\d+)_H-(\d+)_A-\d+")
 
 
 def model_label(name):
-    """A benchmark's model argument as a short name: a preset's name, or the checkpoint folder's."""
-    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..", "google")]
-    return parts[-1] if parts else name
+    """A benchmark's model argument as a short name: a preset's name, ``BERT L6/H384 (reference)`` for a reference
+    checkpoint (chinese_L-6_H-384_A-6), else the run folder's name."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..", "google", "model")]
+    last = parts[-1] if parts else name
+    ref = REFERENCE.fullmatch(last)
+    return f"BERT L{ref[1]}/H{ref[2]} (reference)" if ref else last
 
 
 def block_million(src, arg=None):
@@ -356,18 +453,144 @@ def block_distribute(src, arg=None):
     return distribute_table(src) + source("bench/results/distribute.json")
 
 
+def block_public_models(src, arg=None):
+    """zoo's shipped presets beside public models' published test Spearman: size, the five tasks, the source."""
+    rows = []
+    for preset in SHIPPED:
+        ship = src.ship(preset)
+        dtype, scores = ship["weights_dtype"], ship["scores"][ship["weights_dtype"]]
+        backbone = src.preset_config(preset)["model"]["config"]["backbone"]["config"]
+        rows.append([f"`{preset}` (zoo)", f"L{backbone['num_layers']}/H{backbone['hidden_dim']}, "
+                     f"{ship['sizes_bytes'][dtype] / 2**20:.1f} MiB ({dtype})"]
+                    + [f2(scores[t]["test_spearman"]) for t in TASKS]
+                    + [f"measured here (`data/presets/{preset}/ship.json`)"])
+    public = src.bench("public_baselines")
+    for m in public["models"]:
+        size = f"{m['size']} params" if m["size"][:1].isdigit() else m["size"]
+        rows.append([m["model"], size] + [f2(m["test_spearman"][t]) for t in TASKS] + [f"published: {m['source']}"])
+    return (table(["model", "size", *map(task_name, TASKS), "source"], rows) + "\n" + prose(
+        "Test Spearman x100 of the cosine on the full test splits. " + public["note"] + " zoo's presets are general "
+        "models too, never trained on PAWS-X. The public figures were published, not measured here; "
+        f"`bench/results/public_baselines.json` copies them from `{public['copied_from']}`, each with its source.")
+        + source("bench/results/public_baselines.json", *(f"data/presets/{p}/ship.json" for p in SHIPPED)))
+
+
+MATCHERS = {"cosent": "CoSENT bi-encoder", "sbert": "Sentence-BERT bi-encoder", "interact": "interaction cross-encoder"}
+
+
+def block_matchers(src, arg=None):
+    """zoo's own bi-encoders against its cross-encoder on one backbone and one train sample (compare_4000), with
+    the DvBERT run beside when it started from the same backbone and sample."""
+    run, task = src.run("compare_4000"), "LCQMC"
+    cfg = run["config"]
+    rows = [[MATCHERS[r["model"]], f"{f2(r['test_accuracy'])} {ci(r['test_accuracy_ci95'])}", f2(r["test_spearman"])]
+            for r in run["rows"] if r["task"] == task]
+    rows.append(["valid's majority class for every pair (for scale)", f2(run["baselines"][task]["test_accuracy"]), ""])
+    commands = [f"- CoSENT, Sentence-BERT and the cross-encoder: `{command(run['command'])}` "
+                "(bench/results/runs/compare_4000.json)\n"]
+    dv = src.run("dvbert_4000")
+    dv_task = dv["config"].get("task") or ",".join(dv["config"].get("tasks", []))
+    same = ("checkpoint", "limit_train", "epochs", "seed")
+    if [dv["config"][k] for k in same] + [dv_task] == [cfg[k] for k in same] + [task]:
+        rows.insert(2, ["DvBERT bi-encoder (distilled from a cross-encoder)",
+                        f"{f2(dv['test_accuracy'])} {ci(dv['test_accuracy_ci95'])}", f2(dv["test_spearman"])])
+        commands.append(f"- DvBERT, taught by the cross-encoder of `cross_encoder_4000`: `{command(dv['command'])}` "
+                        "(bench/results/runs/dvbert_4000.json)\n")
+    return (table(["model", f"{task} test accuracy % at the valid threshold [95% CI]", f"{task} test Spearman"], rows)
+            + "\n" + prose(f"{task}, every model from {model_label(cfg['checkpoint'])} trained one epoch on the first "
+                           f"{count(cfg['limit_train'])} train pairs; each threshold fitted on the full valid split "
+                           "and applied to the full test split (bootstrap 95% interval); Spearman x100.")
+            + "\n" + "".join(commands))
+
+
+def block_compare_plots(src, arg):
+    """A compare run's pictures (test score histograms by label; accuracy against the threshold), drawn by this tool
+    from the plot data of its record, or a note when the record has none."""
+    run = src.run(arg)
+    plots = compare_plots(run)
+    if not plots:
+        return prose(f"(No pictures yet: bench/results/runs/{arg}.json was recorded before `zoo compare` kept its plot "
+                     f"data; rerunning `{command(run['command'])}` and copying its results.json there draws them.)")
+    out = []
+    for task, p in plots.items():
+        names = compare_chart_names(arg, task, p)
+        out.append(f"![{task} test scores by label, the threshold fitted on valid marked](docs/results/"
+                   f"{names['scores']})\n\n![{task}: accuracy against the threshold on valid and on test]"
+                   f"(docs/results/{names['threshold']})\n\n")
+    return "".join(out) + source(f"bench/results/runs/{arg}.json")
+
+
+def block_search_chart(src, arg=None):
+    """bench_million's recall@10 against queries/s, a line per index kind."""
+    return (f"![recall@10 against queries/s of each index over a million sentences](docs/results/"
+            f"{recall_chart_name(src.bench('million'))})\n\n" + source("bench/results/million.json"))
+
+
+NARROW = {  # results file -> per wide table of its ``table`` field, [(lead line, columns)]: one narrower table each
+    "quality_ablation": [[
+        ("The four tasks' valid mean beside WORDORDER, PAWS-X valid (transfer) and the selection metric",
+         ["run", "ingredients", "4-task mean", "WORDORDER", "PAWS-X valid", "selection (mean of 5)"]),
+        ("Valid Spearman x100 per task", ["run", "ATEC", "BQ", "LCQMC", "STS-B", "4-task mean"]),
+        ("Time", ["run", "training (wall)", "CPU, whole run"])]],
+    "quality_continue": [
+        [("Per epoch: the four tasks' valid mean, its change against the shipped model, and WORDORDER",
+          ["run", "word-order negatives", "in-batch weight", "epoch", "4-task mean", "vs shipped", "WORDORDER"]),
+         ("Valid Spearman x100 per task and epoch", ["run", "epoch", "ATEC", "BQ", "LCQMC", "STS-B"])],
+        [("Test Spearman x100 of each kept model", ["model", "kept epoch", "ATEC", "BQ", "LCQMC", "STS-B", "PAWSX",
+                                                    "mean"]),
+         ("Against bge-small, PAWS-X valid, time", ["model", "tasks above bge-small", "PAWS-X valid", "training (wall)",
+                                                    "CPU, whole run"])]],
+    "batch_independence": [[
+        ("A text's vector alone and in batches (largest difference), and time per call",
+         ["precision", "max diff, alone vs batch of 64", "alone vs reversed batches of 7", "min cosine to fp32",
+          "batch of 64", "one text"]),
+        ("Valid Spearman x100", ["precision", "BQ valid", "LCQMC valid", "STS-B valid"])]],
+    "matmul": [[
+        ("Speed", ["H", "rows x H x 4H", "fp32 GFLOP/s", "int8 u8s8 GFLOP/s", "int8 u8u8 GFLOP/s", "torch fp32 GFLOP/s",
+                   "torch int8 GFLOP/s"]),
+        ("int8 against float32", ["H", "int8 u8s8 / fp32", "int8 u8u8 / fp32", "torch int8 / fp32"])]],
+    "paraphrase": [[
+        ("Candidates, share of each kind (%)",
+         ["candidates", "judged paraphrase %", "judged and beyond particles %", "edits beyond particles %", "copies %",
+          "no repetition %", "distinct-2 %"]),
+        ("Counts", ["candidates", "inputs", "returned", "inputs with none"])]],
+}
+
+
+def narrow(text, splits):
+    """``text`` with each markdown table whose header holds every column of one of ``splits`` written as one
+    narrower table per (lead line, columns) of that split."""
+    def split(match):
+        lines = match.group(0).rstrip("\n").split("\n")
+        header, *rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[:1] + lines[2:]]
+        groups = next((g for g in splits if all(c in header for _, cols in g for c in cols)), None)
+        if groups is None:
+            return match.group(0)
+        tables = "\n".join(f"{lead}:\n\n" + table(cols, [[row[header.index(c)] for c in cols] for row in rows])
+                           for lead, cols in groups)
+        return tables if match.group(0).endswith("\n") else tables.rstrip("\n")
+
+    return re.sub(r"(?:^\|.*\|[ \t]*(?:\n|$))+", split, text, flags=re.MULTILINE)
+
+
+def bench_table(data, name):
+    """A benchmark's own table (its ``table`` field), its wide tables narrowed (NARROW)."""
+    text = data["table"] if isinstance(data["table"], str) else "\n".join(data["table"])
+    return narrow(text.strip(), NARROW.get(name, [])) + "\n"
+
+
 def block_bench_table(src, arg):
     """The table a benchmark wrote into its results file (its ``table`` field), with its command."""
     data = src.bench(arg)
-    text = data["table"] if isinstance(data["table"], str) else "\n".join(data["table"])
-    return f"`{command(data['command'])}`\n\n" + text.strip() + "\n\n" + source(f"bench/results/{arg}.json")
+    return f"`{command(data['command'])}`\n\n" + bench_table(data, arg) + "\n" + source(f"bench/results/{arg}.json")
 
 
 BLOCKS = {"bench-table": block_bench_table, "models": block_models, "main-job": block_main_job, "run": block_run, "preset": block_preset,
           "pretrained": block_pretrained, "inference": block_inference, "million": block_million,
           "paraphrase-retrieval": block_paraphrase_retrieval, "paraphrase": block_paraphrase,
           "generation": block_generation, "integrity": block_integrity, "soak": block_soak, "serving": block_serving,
-          "streaming": block_streaming, "distribute": block_distribute}
+          "streaming": block_streaming, "distribute": block_distribute, "public-models": block_public_models,
+          "matchers": block_matchers, "compare-plots": block_compare_plots, "search-chart": block_search_chart}
 
 
 # ------------------------------------------------------------------------------ pages (docs/results/)
@@ -377,13 +600,53 @@ def distribute_table(src):
     return table(["backend", "devices", "steps/s", "pairs/s", "x 1 device"], rows)
 
 
+PAGE_TITLES = {  # the pages of the results files no page above covers: (title, what it shows)
+    "million_milvus_10k": ("Milvus Lite beside zoo's indexes", "Milvus Lite's FLAT and IVF_FLAT beside exact search "
+                           "and HNSW on a small sample of the million-sentence corpus"),
+    "quality_ablation": ("Word-order ablation", "word-order negatives and in-batch ranking, each and together, "
+                         "compared on valid"),
+    "quality_continue": ("Word-order negatives on the shipped model", "zoo-embed-zh-L4 trained further with "
+                         "word-order negatives at several doses"),
+    "questions": ("Questions to passages", "BM25, dense and hybrid search from questions to passages"),
+    "questions_ict": ("Inverse cloze task (ICT)", "zoo-embed-zh-L4 continued with and without ICT pairs: test "
+                      "Spearman and question-to-passage search"),
+    "ray_encode": ("Encoding with Ray", "zoo encode's local processes against Ray workers"),
+    "serving_onnx": ("Serving latency of an ONNX int8 export", "the serving benchmark against an ONNX int8 export"),
+    "startup": ("Start-up time", "each command's start-up beside import tensorflow, and a zoo serve of an ONNX export"),
+    "tiny_runs": ("Every command on tiny inputs", "every zoo command once on a tiny input: seconds, exit code, quiet"),
+}
+
+
+def page_title(name):
+    """(title, description) of the page of a results file no page above covers."""
+    return PAGE_TITLES.get(name, (name.replace("_", " ").capitalize(), ""))
+
+
+def recorded_commands(data):
+    """The commands a results file records: its ``command``, ``bench_command``, or each model's ``command``."""
+    if "command" in data or "bench_command" in data:
+        return [data.get("command") or data["bench_command"]]
+    return sorted({m["command"] for m in per_model(data) if "command" in m})
+
+
+def per_model(data):
+    """The per-model records of a results file keyed by model (bench_inference's), else none."""
+    return [m for m in data["models"].values() if isinstance(m, dict)] if isinstance(data.get("models"), dict) else []
+
+
 def page_index(src):
     files = sorted(p.relative_to(src.root).as_posix() for p in (src.root / "bench" / "results").rglob("*.json"))
     rows = []
     for f in files:
         data = json.loads((src.root / f).read_text(encoding="utf-8"))
-        rows.append([f"`{f}`", f"`{command(data['command'])}`" if "command" in data else "",
-                     data.get("versions", {}).get("zoo", "")])
+        commands = "<br>".join(f"`{command(c)}`" for c in recorded_commands(data))
+        if not commands:
+            commands = f"copied from `{data['copied_from']}`" if "copied_from" in data else "(not recorded)"
+        versions = [data.get("versions", {}).get("zoo"), data.get("zoo") if isinstance(data.get("zoo"), str) else None]
+        versions += [m.get("versions", {}).get("zoo") for m in per_model(data)]
+        rows.append([f"`{f}`", commands, ", ".join(sorted({v for v in versions if v}))])
+    others = "".join(f"- [{page_title(n)[0]}]({n}.md)" + (f": {page_title(n)[1]}" if page_title(n)[1] else "") + "\n"
+                     for n in other_results(src))
     return (HEADER + "# Benchmarks and results\n\n"
             "Every figure in this manual is generated from a file in `bench/results/` (benchmarks, and the "
             "`results.json` of training runs copied into `bench/results/runs/`) or from a shipped preset's "
@@ -391,18 +654,18 @@ def page_index(src):
             "tests) fails when a page is stale. The figures were measured on a 2-core x86 CPU machine without a GPU, "
             "often while other jobs shared the cores: compare speeds within one table (they were measured side by "
             "side), not across tables.\n\n"
-            "- [Shipped models](models.md): the presets' scores, paraphrase generation\n"
+            "- [Shipped models](models.md): the presets' scores beside public models', paraphrase generation\n"
             "- [Training runs](runs.md): the recipes' recorded runs\n"
             "- [Speed](speed.md): encoding, training steps, generation, serving latency\n"
             "- [Search](search.md): paraphrase retrieval, a million sentences, random vectors\n"
             "- [Training at scale](training.md): data parallelism, streamed training data\n"
             "- [Reliability](reliability.md): integrity checks, fuzzing, a serving soak\n"
-            + "".join(f"- [{name}]({name}.md)\n" for name in other_results(src)) + "\n"
+            + others + "\n"
             "## Files\n\n" + table(["file", "command", "zoo version"], rows))
 
 
 def page_models(src):
-    out = [HEADER, "# Shipped models\n\n", block_models(src), "\n"]
+    out = [HEADER, "# Shipped models\n\nzoo's presets beside public models:\n\n", block_public_models(src), "\n"]
     for preset in SHIPPED:
         ship = src.ship(preset)
         dtype = ship["weights_dtype"]
@@ -425,7 +688,8 @@ def page_models(src):
                f"({minutes(para['seconds'])}): `gen_synonyms(text, n={para['n']}, k={para['k']})` on LCQMC and BQ "
                "test sentences, judged by an LCQMC cross-encoder (P(similar) >= 0.5). Copies: equal to the input up "
                "to punctuation, spaces and case; repetition: a character repeated 3 or more times in a row.\n\n")
-    out.append(para["table"] + "\n\nInputs picked with a fixed seed, and their top 3:\n\n" + para["sample_table"]
+    out.append(bench_table(para, "paraphrase") + "\nInputs picked with a fixed seed, and their top 3:\n\n"
+               + para["sample_table"]
                + "\n\n" + source("bench/results/paraphrase.json") + "\n")
     meta = src.preset_config(MLM_PRESET)["metadata"]
     out.append(f"## {MLM_PRESET}\n\n`{meta['start']}` after more masked-LM pretraining: `python {meta['command']}`. "
@@ -457,21 +721,25 @@ def page_speed(src):
         current = src.bench(run)
         flags = sorted({f for m in current["models"].values() for f in m["cpu_flags"]})
         commands = sorted({command(m["command"]) for m in current["models"].values()})
-        out.append(f"\n### 2 CPU cores with {', '.join(flags)}\n\n" + "".join(f"`{c}`\n" for c in commands) + "\n")
+        out.append(f"\n### 2 CPU cores with {', '.join(flags)}\n\n" + "".join(f"- `{c}`\n" for c in commands) + "\n")
         out.append(f"![sentences/s and one-sentence latency of every system]({speed_chart_name(current, run)})\n\n")
         for name, m in current["models"].items():
-            systems = list(m["sentences_per_second"])
-            out.append(f"`{model_label(name)}` ({m['layers']} layers, hidden {m['hidden']}, pooling {m['pooling']}; "
-                       f"sentence-transformers pools with {m['st_pooling']}), speed:\n\n" + table(
+            systems, pairs = list(m["sentences_per_second"]), m.get("quality_pairs")
+            first = f" (first {count(pairs)})" if pairs else ""
+            out.append(f"#### {model_label(name)}\n\n`{name}`: {m['layers']} layers, hidden {m['hidden']}, pooling "
+                       f"{m['pooling']} (sentence-transformers pools with {m['st_pooling']}). Speed:\n\n" + table(
                            ["system", "sentences/s (batch 64)", "x transformers fp32", "x best sentence-transformers",
                             "batch-1 ms (median)"],
                            [[s_, count(m["sentences_per_second"][s_]), f2(m["speed_vs_transformers_fp32"][s_]),
                              f2(m["speed_vs_best_st"][s_]), f"{m['latency_batch1'][s_]['median_ms']:.2f}"]
-                            for s_ in systems]) + "\nQuality (test Spearman x100"
-                       + (f", first {count(m['quality_pairs'])} pairs of each test set" if m.get("quality_pairs") else "")
-                       + "):\n\n" + table(["system"] + [f"{t} test Spearman" for t in QUALITY_TASKS],
-                                           [[s_] + [f2(m["test_spearman"][s_][t]) if t in m["test_spearman"].get(s_, {})
-                                                    else "" for t in QUALITY_TASKS] for s_ in systems]) + "\n")
+                            for s_ in systems])
+                       + "\n" + prose("Quality: test Spearman x100 of each system's vectors" + (
+                           f" on the first {count(pairs)} pairs of each test split, to show that the systems compute "
+                           "the same vectors; the [shipped models' page](models.md) scores the full test splits, so "
+                           "its figures differ" if pairs else "") + ":")
+                       + "\n" + table(["system"] + [f"{t} test{first}" for t in QUALITY_TASKS],
+                                      [[s_] + [f2(m["test_spearman"][s_][t]) if t in m["test_spearman"].get(s_, {})
+                                               else "" for t in QUALITY_TASKS] for s_ in systems]) + "\n")
         out.append(source(f"bench/results/{run}.json"))
     m = src.bench("matmul")
     ratios = m["results"]["384"]["int8_over_fp32"]
@@ -481,7 +749,8 @@ def page_speed(src):
                f"One feed-forward product of a layer (64 sentences of ~14 tokens) in float32 and int8. At H=384 here, "
                f"ONNX Runtime's int8 product runs at {f2(ratios['int8 u8s8'])}x its float32 one{torch_ratio}: an "
                f"encoder made of these products can be only that much faster in int8 on this CPU.\n\n"
-               + (src.root / "bench" / "results" / "matmul.md").read_text(encoding="utf-8").strip() + "\n\n"
+               + narrow((src.root / "bench" / "results" / "matmul.md").read_text(encoding="utf-8").strip(),
+                        NARROW["matmul"]) + "\n\n"
                + source("bench/results/matmul.json", "bench/results/matmul.md"))
     st = src.bench("startup")
     out.append(f"\n## Start-up and the light runtime\n\n`python bench/bench_startup.py` ({st.get('cpu', '2 cores')}): each "
@@ -507,7 +776,7 @@ def page_speed(src):
         rows.append([f"zoo_int8_keras ({count(k['sentences'])} sentences; {f2(k['speed_vs_zoo_fp32'])}x zoo_fp32)",
                      count(k["sentences_per_second"]), ""] + [f2(s[t]) if t in s else "" for t in ("LCQMC", "BQ",
                                                                                                "STS-B")])
-        out.append(f"Model `{model}`:\n\n" + table(["system", "sentences/s", "x transformers fp32",
+        out.append(f"Model `{model_label(model)}`:\n\n" + table(["system", "sentences/s", "x transformers fp32",
                                                    "LCQMC test Spearman", "BQ test Spearman", "STS-B test Spearman"],
                                                   rows))
     out.append("\n" + source("bench/results/inference_cosent_L4.json"))
@@ -566,7 +835,9 @@ def page_search(src):
                      [[name, ", ".join(f"{k}={v}" for k, v in r["settings"].items()), count(r["build_seconds"]),
                        count(r["memory_mib"]), f"{r['recall_at_10']:.3f}", count(r["queries_per_second"]),
                        f1(r["speedup_vs_exact"])] for name, r in m["indexes"].items()]))
-    out.append(f"\n{block_million(src)}\nBulk encoding of the corpus: `{e['command']}`, resumed from chunk "
+    out.append(f"\n{block_million(src)}\n![recall@10 against queries/s of each index kind]({recall_chart_name(m)})\n\n"
+               f"Each line is one index kind through its search-time settings (nprobe, ef, rescore); up and right is "
+               f"better.\n\nBulk encoding of the corpus: `{e['command']}`, resumed from chunk "
                f"{e['resumed_from_chunk']}: {count(e['lines_encoded'])} lines at {count(e['sentences_per_second'])} "
                f"sentences/s, peak RSS {count(e['peak_rss_mib'])} MiB ({e['note']}).\n")
     r = src.bench("retrieval")
@@ -590,16 +861,17 @@ def page_training(src):
            "\n", source("bench/results/distribute.json"), "\n## Streamed training data\n\n"]
     for name in ("streaming", "streaming_tf_noxla", "streaming_jax"):
         data = src.bench(name)
-        rows = []
-        for kind, r in data["summary"].items():
-            rows.append([kind, count(r["pairs"]), f2(r["steps_per_s"]), f2(r["ratio_to_memory"]),
-                         f1(r["mean_padded_length"]), count(r["setup_seconds"]),
-                         count(r["rss_after_imports_mib"]) if "rss_after_imports_mib" in r else "",
-                         count(r["rss_after_setup_mib"]) if "rss_after_setup_mib" in r else "",
-                         count(r["peak_rss_mib"])])
+        summary = data["summary"]
+        rss = {k: label for k, label in (("rss_after_imports_mib", "after imports"), ("rss_after_setup_mib",
+                                                                                     "after set-up"))
+               if any(k in r for r in summary.values())}  # recorded by the later runs only
         out.append(f"`{command(data['command'])}`:\n\n" + table(
-            ["input", "pairs", "steps/s", "x in memory", "mean padded length", "set-up s", "RSS MiB after imports",
-             "RSS MiB after set-up", "peak RSS MiB"], rows) + "\n" + source(f"bench/results/{name}.json") + "\n")
+            ["input", "pairs", "steps/s", "x in memory", "mean padded length", "set-up s"],
+            [[kind, count(r["pairs"]), f2(r["steps_per_s"]), f2(r["ratio_to_memory"]), f1(r["mean_padded_length"]),
+              count(r["setup_seconds"])] for kind, r in summary.items()]) + "\nResident memory, MiB:\n\n" + table(
+            ["input", *rss.values(), "peak"],
+            [[kind] + [count(r[k]) if k in r else "" for k in rss] + [count(r["peak_rss_mib"])]
+             for kind, r in summary.items()]) + "\n" + source(f"bench/results/{name}.json") + "\n")
     return "".join(out)
 
 
@@ -639,28 +911,74 @@ def flat_rows(data, prefix=""):
     return rows
 
 
+def body_ray_encode(data):
+    rows = [[label] + [f1(data[kind][k]) for k in ("wall_seconds", "encode_seconds", "lines_per_second")]
+            for kind, label in (("local", "local processes"), ("ray", "Ray workers"))]
+    return prose(f"{count(data['lines'])} lines encoded with {data['model']} by {data['processes']} workers in chunks "
+                 f"of {data['chunk_size']} lines on {data['cpus']} CPU cores, medians of {len(data['runs']['local'])} "
+                 f"repeats: Ray's rate is {f2(data['ray_vs_local_rate'])}x that of local processes.") + "\n" + table(
+        ["workers", "wall s (whole command)", "encoding s", "lines/s (encoding)"], rows)
+
+
+def body_questions_ict(data):
+    runs = data["runs"]
+    tasks = list(next(iter(runs.values()))["test"])
+    out = [prose(data["what"][:1].upper() + data["what"][1:] + "."),
+           "\nTest Spearman x100 of each run's kept model:\n\n",
+           table(["run", "kept epoch", "training", *tasks],
+                 [[name, r["best_epoch"], minutes(r["train_seconds"])] + [f2(r["test"][t]) for t in tasks]
+                  for name, r in runs.items()]),
+           "\nCommands:\n\n", "".join(f"- {name}: `{command(r['command'])}`\n" for name, r in runs.items())]
+    for name, s in data["sets"].items():
+        bm25, by_model, columns = [], {}, {}
+        for r in (r for r in data["rows"] if r["set"] == name):
+            if r["method"].startswith("BM25"):
+                bm25.append(f"{r['method'][6:]} {f2(r['mrr@10'])}")
+                continue
+            kind, model = r["method"].rsplit(", ", 1)
+            varying = re.fullmatch(r"(.*) \((.*weight.*)\)", kind)  # calibrated: its choice goes into the cell
+            column = varying[1] if varying else kind
+            columns[column] = None
+            cell = f2(r["mrr@10"]) + (f" ({varying[2]})" if varying else "")
+            by_model.setdefault(model_label(model), {})[column] = cell
+        out.append(f"\n{name.capitalize()}: MRR@10 x100 of {count(s['test'])} test queries against "
+                   f"{count(s['passages'])} passages ({count(s['dev'])} dev queries calibrate the hybrid); BM25 "
+                   f"alone: {', '.join(bm25)}.\n\n")
+        out.append(table(["model", *columns], [[m] + [cells.get(c, "") for c in columns]
+                                               for m, cells in by_model.items()]))
+    return "".join(out) + "\nRecall@1 and recall@10 of every row are in the file.\n"
+
+
+BODIES = {"questions_ict": body_questions_ict, "ray_encode": body_ray_encode}  # results files read best as tables
+
+
 def page_other(src, name):
-    """A results file no page above covers: the table its benchmark wrote (NAME.md, or its ``table`` field), else
-    its scalar fields."""
+    """A results file no page above covers: a table of its own (BODIES), else the table its benchmark wrote (NAME.md,
+    or its ``table`` field), else its scalar fields."""
     data = src.bench(name)
-    out = [HEADER, f"# {name}\n\n"]
-    if "command" in data:
-        out.append(f"`{command(data['command'])}`\n\n")
+    title, what = page_title(name)
+    if what and not what.startswith("zoo"):  # a sentence, unless it starts with a name
+        what = what[:1].upper() + what[1:]
+    out = [HEADER, f"# {title}\n\n"] + ([what + ".\n\n"] if what else [])
+    out += [f"`{command(c)}`\n\n" for c in recorded_commands(data)]
     written = src.root / "bench" / "results" / f"{name}.md"
-    if written.is_file():
-        out.append(written.read_text(encoding="utf-8").strip() + "\n\n")
+    if name in BODIES:
+        out.append(BODIES[name](data) + "\n")
+    elif written.is_file():
+        out.append(narrow(written.read_text(encoding="utf-8").strip(), NARROW.get(name, [])) + "\n\n")
     elif isinstance(data.get("table"), (str, list)):
-        text = data["table"] if isinstance(data["table"], str) else "\n".join(data["table"])
-        out.append(text.strip() + "\n\n")
+        out.append(bench_table(data, name) + "\n")
     else:
-        out.append(table(["field", "value"], flat_rows({k: v for k, v in data.items() if k != "command"})) + "\n")
+        out.append(table(["field", "value"], flat_rows({k: v for k, v in data.items()
+                                                        if k not in ("command", "versions")})) + "\n")
     out.append(source(f"bench/results/{name}.json"))
     return "".join(out)
 
 
-COVERED = {"batch_independence", "bi_encoder", "distribute", "fuzz", "generation", *INFERENCE_RUNS, "inference_cosent_L4", "integrity",
-           "matmul", "million", "paraphrase", "paraphrase_retrieval", "retrieval", "serving", "soak_serving",
-           "streaming", "streaming_jax", "streaming_tf_noxla"}  # the benchmark files the pages above render
+COVERED = {"batch_independence", "bi_encoder", "distribute", "fuzz", "generation", *INFERENCE_RUNS,
+           "inference_cosent_L4", "integrity", "matmul", "million", "paraphrase", "paraphrase_retrieval",
+           "public_baselines", "retrieval", "serving", "soak_serving", "streaming", "streaming_jax",
+           "streaming_tf_noxla"}  # rendered by the pages above
 
 
 def other_results(src):
@@ -687,7 +1005,8 @@ def fill_blocks(text, src, where):
             line = text.count("\n", 0, match.start()) + 1
             raise SystemExit(f"results_pages: {where}:{line}: unknown generated block {name!r} "
                              f"(known: {', '.join(sorted(BLOCKS))})")
-        body = BLOCKS[name](src, arg)
+        body = re.sub(r"\]\((docs/[^)]+)\)", lambda m: f"]({posixpath.relpath(m[1], posixpath.dirname(where) or '.')})",
+                      BLOCKS[name](src, arg))  # a block's links to docs/..., relative to the file it is in
         if where.endswith(".py"):  # inside a docstring: a line-continuing backslash must stay a character
             body = body.replace("\\\n", "\\\\\n")
         return match.group(1) + body + match.group(5)
@@ -724,16 +1043,16 @@ def main(argv=None):
                 tmp = path.with_name(path.name + ".tmp")
                 tmp.write_text(text, encoding="utf-8")
                 tmp.replace(path)
-    for run in INFERENCE_RUNS:  # the speed charts the speed page names, drawn from their results file
-        data = Sources(root).bench(run)
-        chart = root / "docs" / "results" / speed_chart_name(data, run)
+    for name, draw in charts(Sources(root)).items():  # the charts the pages name, drawn from their results files
+        chart = root / "docs" / "results" / name
         if not chart.is_file():
             stale.append(chart.relative_to(root).as_posix())
             if not args.check:
-                for old in chart.parent.glob(f"speed_{run}_*.png"):  # this run's older charts, not another run's
-                    if re.fullmatch(rf"speed_{re.escape(run)}_[0-9a-f]{{10}}\.png", old.name):
+                prefix = name.rsplit("_", 1)[0]
+                for old in chart.parent.glob(f"{prefix}_*.png"):  # this chart's older versions, not another's
+                    if re.fullmatch(rf"{re.escape(prefix)}_[0-9a-f]{{10}}\.png", old.name):
                         old.unlink()
-                draw_speed_chart(data, chart)
+                draw(chart)
     if args.check and stale:
         print("stale (run python tools/results_pages.py): " + ", ".join(stale), file=sys.stderr)
         return 1

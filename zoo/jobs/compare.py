@@ -14,6 +14,7 @@ from ..config import DataOptions, option
 from ..data import load_splits
 from ..evaluation import accuracy, best_threshold, percent, spearman, threshold_accuracy
 from ..logs import log
+from .._plots import score_plot_record
 from . import bi_encoder, cross_encoder
 from .common import check_checkpoint, check_tasks
 
@@ -77,7 +78,6 @@ def run(config: CompareConfig):
                            **config.reading(task))
         valid, test = data["valid"], data["test"]
         files[task] = data_files(data)
-        curves = {}
         majority = int(np.mean(valid.labels) >= 0.5)  # the trivial predictor: valid's majority class
         baselines[task] = {"majority_class": majority, "test_accuracy": 100 * float(np.mean(test.labels == majority))}
         for model in MODELS:
@@ -91,11 +91,11 @@ def run(config: CompareConfig):
                    **percent(threshold_accuracy(v, valid.labels, s, test.labels)),
                    "test_accuracy_powell_threshold": 100 * accuracy(s, test.labels, powell_t),
                    "test_spearman": 100 * spearman(s, test.labels)}
+            row["plot"] = score_plot_record(v, valid.labels, s, test.labels, row["threshold"])
             rows.append(row)
-            curves[model] = (v, valid.labels, s, test.labels, row["threshold"])
             log.info("%s %s: test acc %.2f [%.2f, %.2f]", task, model, row["test_accuracy"],
                      *row["test_accuracy_ci95"])
-        plot_task(task, curves, config.output)
+        plot_task(task, {r["model"]: r["plot"] for r in rows if r["task"] == task}, config.output)
     results = {"config": dataclasses.asdict(config), "data_files": files, "rows": rows, "baselines": baselines,
                "seconds": time.time() - t0}
     return write_results(config.output, results, comparison_table(rows, config.tasks, baselines))
@@ -126,37 +126,14 @@ def comparison_table(rows, tasks, baselines):
                                "falls below 50 where test's majority label differs from valid's.\n")
 
 
-def plot_task(task, curves, output):
+def plot_task(task, plots, output):
     """{task}_scores.png (test score histograms by label, threshold marked) and {task}_threshold.png (accuracy
-    vs threshold on valid and test)."""
+    vs threshold on valid and test), drawn from the rows' ``plot`` records ({model: record})."""
+    from .._plots import draw_scores, draw_thresholds
     from ..logs import pyplot
 
     plt = pyplot()
     if plt is None:
         return
-
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
-    for ax, (model, (_, _, s, y, t)) in zip(np.atleast_1d(axes), curves.items()):
-        bins = np.linspace(min(s.min(), t), max(s.max(), t), 50)
-        ax.hist(s[y == 1], bins, alpha=0.6, label="similar (1)")
-        ax.hist(s[y == 0], bins, alpha=0.6, label="not similar (0)")
-        ax.axvline(t, color="k", ls="--", label=f"threshold {t:.3f}")
-        ax.set_title(f"{task} test: {model}")
-        ax.set_xlabel("score")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(output, f"{task}_scores.png"), dpi=110)
-    plt.close(fig)
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
-    for ax, (model, (v, vy, s, y, t)) in zip(np.atleast_1d(axes), curves.items()):
-        grid = np.linspace(min(v.min(), s.min()), max(v.max(), s.max()), 200)
-        ax.plot(grid, [np.mean((v > g) == (vy == 1)) for g in grid], label="valid")
-        ax.plot(grid, [np.mean((s > g) == (y == 1)) for g in grid], label="test")
-        ax.axvline(t, color="k", ls="--", label="fitted on valid")
-        ax.set_title(f"{task}: {model}")
-        ax.set_xlabel("threshold")
-        ax.set_ylabel("accuracy")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(output, f"{task}_threshold.png"), dpi=110)
-    plt.close(fig)
+    draw_scores(plt, task, plots, os.path.join(output, f"{task}_scores.png"))
+    draw_thresholds(plt, task, plots, os.path.join(output, f"{task}_threshold.png"))
