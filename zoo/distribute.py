@@ -2,8 +2,10 @@
 or of several hosts/processes through ``keras.distribution.initialize``) and ``tf.distribute.MirroredStrategy`` on
 TensorFlow (the devices of one host).
 
->>> dist = zoo.distribute.setup("data-parallel")            # every local device; then build and compile models
->>> dist = zoo.distribute.setup("data-parallel", coordinator="10.0.0.1:1234", num_processes=2, process_id=0)
+```python
+dist = zoo.distribute.setup("data-parallel")            # every local device; then build and compile models
+dist = zoo.distribute.setup("data-parallel", coordinator="10.0.0.1:1234", num_processes=2, process_id=0)
+```
 
 What zoo adds to them:
 

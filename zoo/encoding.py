@@ -80,9 +80,11 @@ class OnnxEncoder:
     """A sentence encoder run by ONNX Runtime alone: ``encode`` has ``SentenceEncoder.encode``'s signature and
     gives its vectors (fp32: within float32 rounding of the Keras model; int8: the Keras path's int8).
 
-    >>> encoder = OnnxEncoder.from_preset("zoo-embed-zh-L4")          # no TensorFlow, Keras or JAX
-    >>> encoder.encode(["花呗怎么开通", "如何开通花呗"]).shape
-    (2, 256)
+    ```python
+    encoder = OnnxEncoder.from_preset("zoo-embed-zh-L4")          # no TensorFlow, Keras or JAX
+    encoder.encode(["花呗怎么开通", "如何开通花呗"]).shape
+    # (2, 256)
+    ```
     """
 
     def __init__(self, graph, tokenizer, maxlen, dim=None, normalize=True, query_prefix="", precision="onnx-fp32",

@@ -1,9 +1,11 @@
 """Milvus as a ``SemanticIndex`` backend (pymilvus): Milvus Lite, the embedded engine, for a local file, and the
 same code against a Milvus server or cluster by URI.
 
->>> index = SemanticIndex(encoder, backend="milvus", uri="corpus.db", collection="faq")   # or "http://HOST:19530"
->>> index.add(texts, ids=ids, metadata=[{"lang": "zh"}, ...])
->>> index.search("怎么开通花呗", topk=5, mode="hybrid", filter="lang == 'zh'")
+```python
+index = SemanticIndex(encoder, backend="milvus", uri="corpus.db", collection="faq")   # or "http://HOST:19530"
+index.add(texts, ids=ids, metadata=[{"lang": "zh"}, ...])
+index.search("怎么开通花呗", topk=5, mode="hybrid", filter="lang == 'zh'")
+```
 
 A collection holds per entry: ``pk`` (the id, JSON-encoded: ints and strings both round-trip), ``text``,
 ``vector`` (L2-normalised, inner product = cosine), ``terms`` (zoo's BM25 terms, ``retrieval.lexical_terms``, each

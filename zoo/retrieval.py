@@ -77,12 +77,14 @@ def backend_class(backend):
 class SemanticIndex:
     """Texts (or bare vectors) with ids, indexed by L2-normalised embeddings; cosine top-k search.
 
-    >>> index = SemanticIndex()                         # exact search with zoo.DEFAULT_ENCODER
-    >>> index = SemanticIndex(encoder)                  # ... or any model with encode()
-    >>> index.add(corpus_texts)                         # ids 0, 1, 2, ... (or ids=[...])
-    >>> index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
-    >>> index.search("怎么开通花呗", mode="hybrid")     # dense + BM25, scores fused (calibrate() picks the weight)
-    >>> index.remove([3, 7]); index.save("idx"); SemanticIndex.load("idx", encoder)   # vectors memory-mapped
+    ```python
+    index = SemanticIndex()                         # exact search with zoo.DEFAULT_ENCODER
+    index = SemanticIndex(encoder)                  # ... or any model with encode()
+    index.add(corpus_texts)                         # ids 0, 1, 2, ... (or ids=[...])
+    index.search("怎么开通花呗", topk=5)            # [[(text, score), ...]]
+    index.search("怎么开通花呗", mode="hybrid")     # dense + BM25, scores fused (calibrate() picks the weight)
+    index.remove([3, 7]); index.save("idx"); SemanticIndex.load("idx", encoder)   # vectors memory-mapped
+    ```
 
     Backends (faiss for all but exact):
     - ``exact``: every vector scored (numpy, chunked). ``quantize="int8"`` (faiss scalar quantizer, 1 byte a

@@ -119,9 +119,11 @@ def simplify_vocab(tokens, startswith=SPECIAL_TOKENS):
 class Tokenizer:
     """Chinese BERT tokenizer.
 
-    >>> tok = zoo.Tokenizer.from_preset("chinese_L-12_H-768_A-12")
-    >>> tok.encode("今天天气不错", "今天天气很好", maxlen=16)   # (token_ids, segment_ids)
-    >>> tok(["你好", "在吗"], maxlen=32)                       # padded numpy batch
+    ```python
+    tok = zoo.Tokenizer.from_preset("chinese_L-12_H-768_A-12")
+    tok.encode("今天天气不错", "今天天气很好", maxlen=16)   # (token_ids, segment_ids)
+    tok(["你好", "在吗"], maxlen=32)                       # padded numpy batch
+    ```
     """
 
     def __init__(self, vocab, do_lower_case=True, keep_tokens=None, max_input_chars_per_word=100):

@@ -21,9 +21,11 @@ from .task import Task
 class SentenceEncoder(Task):
     """Text -> one vector, for cosine similarity and retrieval.
 
-    >>> enc = zoo.SentenceEncoder.from_preset("chinese_L-12_H-768_A-12", pooling="cls")
-    >>> enc.encode(["今天天气不错", "今天天气很好"])        # [2, 768], L2-normalised
-    >>> enc.similarity(["你好"], ["您好", "再见"])         # [1, 2] cosine matrix
+    ```python
+    enc = zoo.SentenceEncoder.from_preset("chinese_L-12_H-768_A-12", pooling="cls")
+    enc.encode(["今天天气不错", "今天天气很好"])        # [2, 768], L2-normalised
+    enc.similarity(["你好"], ["您好", "再见"])         # [1, 2] cosine matrix
+    ```
 
     As a Keras model it maps the tokenizer's dict (``token_ids``, ``segment_ids``, ``padding_mask``) to
     un-normalised [B, H] vectors, so it can be a layer of a larger model and be fine-tuned.

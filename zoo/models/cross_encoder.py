@@ -26,8 +26,10 @@ class CrossEncoder(Task):
     head "cosent": Dense(1), trained with the CoSENT ranking loss on raw scores (CoSENT 三); the score is raw.
     ``zero_segments=True`` reproduces bojone's interact.py, which sets every segment id to 0 (default: 1 for b).
 
-    >>> ce = zoo.CrossEncoder.from_preset("chinese_L-12_H-768_A-12/")
-    >>> ce.score([("今天天气不错", "今天天气很好"), ("你好", "再见")])
+    ```python
+    ce = zoo.CrossEncoder.from_preset("chinese_L-12_H-768_A-12/")
+    ce.score([("今天天气不错", "今天天气很好"), ("你好", "再见")])
+    ```
     """
 
     def __init__(self, backbone, tokenizer=None, head="softmax", maxlen=128, zero_segments=False, **kwargs):

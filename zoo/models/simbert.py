@@ -24,9 +24,11 @@ class SimBERT(Task):
     returns ``pooled_output`` (the retrieval vector of ``a``: [CLS] only sees the source) and ``mlm_logits``
     (position t predicts token t+1 of ``b``).
 
-    >>> sim = zoo.SimBERT.from_preset("chinese_simbert_L-12_H-768_A-12")
-    >>> sim.gen_synonyms("微信和支付宝哪个好？", n=100, k=20)
-    >>> sim.most_similar("怎么开通花呗", corpus, topk=5)
+    ```python
+    sim = zoo.SimBERT.from_preset("chinese_simbert_L-12_H-768_A-12")
+    sim.gen_synonyms("微信和支付宝哪个好？", n=100, k=20)
+    sim.most_similar("怎么开通花呗", corpus, topk=5)
+    ```
     """
 
     def __init__(self, backbone, tokenizer=None, maxlen=32, paraphrase_cosine=None, **kwargs):

@@ -38,8 +38,10 @@ class ModelServer:
     checked in the background and then served; requests in flight finish on the version they started on; a version
     that fails to load is logged and the current one kept.
 
-    >>> with ModelServer("exported/default", port=0) as server:
-    ...     server.url                      # http://127.0.0.1:<port>/v1/models/default
+    ```python
+    with ModelServer("exported/default", port=0) as server:
+        server.url                      # http://127.0.0.1:<port>/v1/models/default
+    ```
     """
 
     def __init__(self, model_dir=None, name="default", host="127.0.0.1", port=8501, grpc_port=None,

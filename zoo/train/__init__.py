@@ -1,7 +1,9 @@
 """zoo's training engine: batch sources, the resumable ``fit`` on Keras' own, schedules, training state, results.
 
->>> run = zoo.train.fit(trainer, zoo.train.PairBatches(tok, train, 32, 64), "runs/x", epochs=1,
-...                     evaluator=zoo.evaluation.SpearmanEvaluator(valid), model=encoder)
+```python
+run = zoo.train.fit(trainer, zoo.train.PairBatches(tok, train, 32, 64), "runs/x", epochs=1,
+                    evaluator=zoo.evaluation.SpearmanEvaluator(valid), model=encoder)
+```
 """
 
 from .batches import (DistillBatches, InverseClozeBatches, MirrorBatches, MultiTaskBatches, PairBatches,

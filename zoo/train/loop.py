@@ -312,7 +312,9 @@ class EvaluatorCallback(keras.callbacks.Callback):
     (``history``, ``best``, ``best_epoch``), saved with ``save_to`` (a preset, atomically) and its weights put
     back into ``model`` when training ends (``restore_best``).
 
-    >>> encoder.fit(..., callbacks=[zoo.train.EvaluatorCallback(SpearmanEvaluator(valid), encoder)])
+    ```python
+    encoder.fit(..., callbacks=[zoo.train.EvaluatorCallback(SpearmanEvaluator(valid), encoder)])
+    ```
     """
 
     def __init__(self, evaluator, model, save_to=None, restore_best=True, verbose=True):

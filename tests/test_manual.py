@@ -1,0 +1,219 @@
+"""The manual's reference parts, checked against what they document: the command-line page (docs/cli.md) against
+the ``zoo`` parser, the navigation against the pages under docs/, and the built API reference against the source
+(constructors' parameters, config fields, code examples rendered as code)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require_module
+
+from zoo.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+# ------------------------------------------------------------------------------ docs/cli.md
+def command_parsers(parser, words=()):
+    """(words, parser) of ``zoo`` and of every command that runs something (the ``zoo train`` group left out)."""
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subcommands or not words:
+        yield words, parser
+    for action in subcommands:
+        for name, sub in action.choices.items():
+            yield from command_parsers(sub, (*words, name))
+
+
+def section(text, words):
+    """The part of docs/cli.md under ``## zoo WORDS``."""
+    heading = "## " + " ".join(("zoo", *words))
+    assert f"\n{heading}\n" in text, f"docs/cli.md has no section {heading!r}"
+    return text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def row_of(part, option):
+    """The table row (unescaped) whose first cell names ``option``."""
+    rows = [line for line in part.splitlines() if line.startswith("| ") and f"`{option}`" in line.split(" | ")[0]]
+    assert len(rows) == 1, f"{option}: {len(rows)} rows"
+    return html.unescape(rows[0]).replace("\\|", "|")
+
+
+def expected_default(action):
+    """The default cell as the page should show it (backticks left out), from the parser."""
+    if action.required:
+        return "required"
+    if action.nargs == 0:  # a switch
+        return "" if action.default == argparse.SUPPRESS else "off"
+    default = action.default
+    if default is None or default == ():
+        return "none"
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    return str(default) if default != "" else '""'
+
+
+def test_cli_page_lists_every_flag_with_its_help_and_default():
+    """Every option string of every command (old spellings included) is in its command's section of docs/cli.md,
+    in a row with the help text ``--help`` prints and the parser's default."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    checked = 0
+    for words, parser in command_parsers(build_parser()):
+        part = section(text, words)
+        for action in parser._actions:
+            if not action.option_strings or (words and isinstance(action, argparse._HelpAction)):
+                continue
+            if action.help == argparse.SUPPRESS:  # an old spelling: beside the flag that replaces it
+                for option in action.option_strings:
+                    assert f"`{option}`" in row_of(part, action.replacement).split(" | ")[0], (words, option)
+                continue
+            row = row_of(part, action.option_strings[0])
+            help_text = argparse.HelpFormatter(parser.prog)._expand_help(action)
+            assert help_text in row, (words, action.option_strings, help_text)
+            default = row.split(" | ")[2].strip("`")
+            assert default == expected_default(action), (words, action.option_strings, default)
+            checked += 1
+    assert checked > 100, checked  # the walk found the commands' flags
+
+
+def test_cli_page_is_up_to_date():
+    done = subprocess.run([sys.executable, "tools/cli_reference.py", "--check"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_cli_page_names_each_recipe_under_its_command():
+    """Each ``tasks/*.py`` that takes a command's flags (``zoo.job("COMMAND")``) is named in that command's section."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    recipes = 0
+    for path in sorted((ROOT / "tasks").glob("*.py")):
+        match = re.search(r'zoo\.job\("([^"]+)"\)', path.read_text(encoding="utf-8"))
+        if match:
+            assert f"`python tasks/{path.name}`" in section(text, match[1].split()), path.name
+            recipes += 1
+    assert recipes >= 5
+
+
+# ------------------------------------------------------------------------------ the navigation
+def nav_pages(entry):
+    """Every page a mkdocs ``nav`` entry names (nested sections, section index pages and titled pages)."""
+    if isinstance(entry, str):
+        return set() if "://" in entry else {entry}
+    if isinstance(entry, list):
+        return set().union(*(nav_pages(e) for e in entry)) if entry else set()
+    if isinstance(entry, dict):
+        return set().union(*(nav_pages(v) for v in entry.values())) if entry else set()
+    return set()
+
+
+def read_mkdocs_yml():
+    yaml = require_module("yaml", "pip install -e '.[docs]'")
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("", lambda loader, suffix, node: None)  # !!python/name: tags and the like
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+
+
+def test_every_page_is_in_the_navigation():
+    """A page under docs/ that no nav entry names is only reachable by a link (mkdocs merely logs it)."""
+    listed = nav_pages(read_mkdocs_yml()["nav"])
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert not listed - pages, f"nav entries without a page: {sorted(listed - pages)}"
+    assert not pages - listed, f"pages missing from mkdocs.yml's nav: {sorted(pages - listed)}"
+
+
+def test_nav_walk_finds_nested_and_index_pages():
+    nav = [{"Home": "index.md"}, {"Results": ["results/index.md", {"Speed": "results/speed.md"}]},
+           {"Code": "https://example.org/"}]
+    assert nav_pages(nav) == {"index.md", "results/index.md", "results/speed.md"}
+
+
+# ------------------------------------------------------------------------------ the API reference
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The manual built once (``mkdocs build --strict``) for the API checks."""
+    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        require_module(module, "pip install -e '.[docs]'")
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    return out
+
+
+def entry(page_html, object_id):
+    """The HTML of one API entry: from its heading to the next heading of the same or a higher level."""
+    assert f'id="{object_id}"' in page_html, f"no API entry {object_id}"
+    start = page_html.rfind("<h", 0, page_html.index(f'id="{object_id}"'))
+    level = int(page_html[start + 2])
+    after = start + 3
+    end = next((m.start() for m in re.finditer(r"<h([1-6])[ >]", page_html[after:]) if int(m[1]) <= level), None)
+    return page_html[start:after + end if end is not None else len(page_html)]
+
+
+def text_of(fragment):
+    """An HTML fragment's text, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+def init_parameters(path, class_name):
+    """The parameter names of ``class_name.__init__`` in the source file ``path`` (self and **kwargs left out)."""
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return [a.arg for a in init.args.args[1:] + init.args.kwonlyargs]
+
+
+@pytest.mark.parametrize("page, object_id, path", [
+    ("models", "zoo.models.bi_encoder.SentenceEncoder", "zoo/models/bi_encoder.py"),
+    ("models", "zoo.models.cross_encoder.CrossEncoder", "zoo/models/cross_encoder.py"),
+    ("inference", "zoo.retrieval.SemanticIndex", "zoo/retrieval.py"),
+])
+def test_api_reference_shows_constructor_parameters(site, page, object_id, path):
+    """A class's heading carries its ``__init__`` parameters (merge_init_into_class)."""
+    text = (site / "api" / page / "index.html").read_text(encoding="utf-8")
+    heading = text_of(entry(text, object_id).split("</h", 1)[0])
+    parameters = init_parameters(path, object_id.rsplit(".", 1)[1])
+    assert len(parameters) >= 4, parameters
+    assert all(re.search(rf"[(,] ?{p}\b", heading) for p in parameters), (parameters, heading)
+
+
+def test_api_reference_shows_from_preset(site):
+    """The models' ``from_preset`` (on ``Task``) is documented with its parameters."""
+    task = entry((site / "api" / "models" / "index.html").read_text(encoding="utf-8"), "zoo.models.task.Task")
+    assert re.search(r"from_preset\(path\b", text_of(entry(task, "zoo.models.task.Task.from_preset")))
+
+
+def test_api_reference_shows_config_fields(site):
+    """A job's config class lists its own fields with their type, default and help text (zoo.config.option)."""
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    text = (site / "api" / "jobs" / "index.html").read_text(encoding="utf-8")
+    own = BiEncoderConfig.__dict__["__annotations__"]
+    fields = [f for f in dataclasses.fields(BiEncoderConfig) if f.name in own and f.metadata.get("help")]
+    assert len(fields) > 10
+    for field in fields:
+        shown = text_of(entry(text, f"zoo.jobs.bi_encoder.BiEncoderConfig.{field.name}"))
+        assert shown.startswith(f"{field.name}: {own[field.name]} = {field.default!r}"), (field.name, shown)
+        assert " ".join(field.metadata["help"].split()) in shown, (field.name, shown)
+
+
+def test_api_reference_renders_examples_as_code(site):
+    """Docstring examples are code blocks: a ``>>>`` prompt in a docstring renders as nested blockquotes."""
+    for page in sorted((site / "api").rglob("index.html")):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<blockquote>\s*<blockquote>", text) and "&gt;&gt;&gt;" not in text, page
+    models = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    example = entry(models, "zoo.models.bi_encoder.SentenceEncoder")
+    assert '<div class="highlight"><pre>' in example.split('id="zoo.models.bi_encoder.SentenceEncoder.', 1)[0]
