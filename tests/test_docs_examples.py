@@ -7,6 +7,9 @@ blocks of a page share one fresh interpreter. Markers, on the line before a bloc
 * ``<!-- no-run: REASON -->``: not run (a GPU, hours of training, an install); reported as a skip with its reason.
 * ``<!-- background: URL -->``: a bash block that starts a server; it runs in the background until the page ends,
   and the next block waits until URL answers.
+* ``<!-- output: WHAT -->``: before a ```text block: the output the run block above it prints. Its lines must
+  appear, in order, among the lines that block prints (log lines in between are allowed), so a page's shown output
+  cannot drift from what the code gives.
 
 README.md opens with its two set-up commands (a venv, an install, the main job on the whole train split / the
 suite itself): they are not run here but by CI itself (``.ci/run`` installs from scratch and runs the suite), and
@@ -37,7 +40,7 @@ from conftest import SHARED, require_module, require_shared
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ("python", "bash")
-MARKER = re.compile(r"<!-- (no-run|background):(.*?)-->")
+MARKER = re.compile(r"<!-- (no-run|background|output):(.*?)-->")
 LINKED = ("tasks", "bench", "tools", "data")
 BLOCK_TIMEOUT = 900
 # Pages whose examples take under ~20 s on 2 cores run in the fast lane; the others are marked slow.
@@ -52,6 +55,7 @@ class Block:
     code: str
     no_run: str | None = None
     background: str | None = None
+    expected_output: str | None = None  # the ```text block marked as this block's output
 
     @property
     def where(self):
@@ -79,7 +83,14 @@ def parse(text, page):
             if i == len(lines):
                 raise ValueError(f"{page}:{start + 1}: code block not closed")
             block = Block(page, start + 1, lang, "\n".join(lines[start + 1:i]) + "\n")
-            if pending:
+            if pending and pending[1] == "output":
+                shown = next((b for b in reversed(blocks) if b.lang in RUN), None) if blocks else None
+                if lang != "text" or shown is None or blocks[-1] is not shown or shown.no_run or shown.background:
+                    raise ValueError(f"{page}:{pending[0]}: an output marker must come between a run block and "
+                                     "the ```text block it shows")
+                shown.expected_output = block.code
+                pending = None
+            elif pending:
                 if lang not in RUN or (pending[1] == "background" and lang != "bash"):
                     raise ValueError(f"{page}:{pending[0]}: a {pending[1]} marker before a {lang or 'plain'} block")
                 setattr(block, pending[1].replace("-", "_"), pending[2])
@@ -120,6 +131,12 @@ def run_params():
 
 def marked_params():
     return [pytest.param(b, id=b.where) for page in pages() for b in page_blocks(page) if b.no_run]
+
+
+def shows(printed, shown):
+    """Whether the lines of ``shown`` appear, in order, among the lines of ``printed`` (trailing spaces ignored)."""
+    lines = iter(line.rstrip() for line in printed.splitlines())
+    return all(any(line == want for line in lines) for want in (w.rstrip() for w in shown.splitlines()) if want)
 
 
 # ------------------------------------------------------------------------------ running a page
@@ -172,6 +189,9 @@ class PageRun:
         if not ok:
             pytest.fail(f"{block.where}: {block.lang} block failed\n{block.code}--- output ---\n{output[-6000:]}",
                         pytrace=False)
+        if block.expected_output is not None and not shows(output, block.expected_output):
+            pytest.fail(f"{block.where}: the page shows an output this block no longer prints\n--- shown ---\n"
+                        f"{block.expected_output}--- printed ---\n{output[-6000:]}", pytrace=False)
 
     def run_bash(self, block):
         done = subprocess.run(["bash", "-e", "-c", block.code], cwd=self.work, env=self.env,
@@ -298,6 +318,8 @@ def test_parse_finds_blocks_and_their_markers():
     ("<!-- no-run: x -->\n```text\nls\n```\n", "p.md:1: a no-run marker before a text block"),
     ("<!-- background: http://x -->\n```python\n1\n```\n", "p.md:1: a background marker before a python block"),
     ("```bash\nls\n", "p.md:1: code block not closed"),
+    ("<!-- output: x -->\n```text\n1\n```\n", "p.md:1: an output marker must come between a run block"),
+    ("```python\n1\n```\n<!-- output: x -->\n```json\n1\n```\n", "p.md:4: an output marker must come between"),
 ])
 def test_parse_rejects_misplaced_markers(text, error):
     with pytest.raises(ValueError, match=re.escape(error)):
@@ -325,6 +347,22 @@ def test_readme_opens_with_the_two_set_up_commands():
     ci_command = re.search(r"python tools/run_tests\.py[^|\n]*?(?= 2>&1)", ci_run)
     assert "pip install" in tests and tests.endswith(ci_command[0]), (tests, ci_command[0])
     assert page_blocks("README.md")[0].no_run == SETUP_REASON
+
+
+def test_a_shown_output_is_checked_against_what_the_block_prints(tmp_path):
+    """A ```text block marked as a block's output fails the page when the block prints something else."""
+    blocks = parse("```python\nprint('a')\nprint('b')\n```\n<!-- output: of the block above -->\n"
+                   "```text\na\nb\n```\n", "p.md")
+    assert blocks[0].expected_output == "a\nb\n"
+    assert shows("[zoo] a log line\na\nb  \n", "a\nb\n") and not shows("b\na\n", "a\nb\n")
+    runner = PageRun(tmp_path)
+    try:
+        runner.run(blocks[0])
+        changed = dataclasses.replace(blocks[0], code="print('a')\nprint('c')\n")
+        with pytest.raises(pytest.fail.Exception, match=r"p\.md:1: the page shows an output this block no longer"):
+            runner.run(changed)
+    finally:
+        runner.close()
 
 
 def test_runner_reports_a_failing_block(tmp_path):
