@@ -12,7 +12,7 @@ Recorded run (written by tools/results_pages.py from bench/results):
         --data-dir ../shared/data --limit-train 4000 --output runs/compare_4000 --no-progress
 
 LCQMC cosent: test accuracy 74.82% [74.1, 75.6], test Spearman 59.31; LCQMC sbert: test accuracy 63.77% [62.9,
-64.6], test Spearman 38.12; LCQMC interact: test accuracy 77.99% [77.3, 78.7], test Spearman 66.25; 33 min in all on
+64.6], test Spearman 38.12; LCQMC interact: test accuracy 77.99% [77.3, 78.7], test Spearman 66.25; 15 min in all on
 2 CPU cores (bench/results/runs/compare_4000.json).
 <!-- /generated -->
 """

@@ -90,6 +90,22 @@ def test_a_recipe_header_states_its_recorded_scores(copy):
     assert "test Spearman 12.35" in (copy / "tasks" / "lcqmc_cosent.py").read_text(encoding="utf-8")
 
 
+def test_the_main_job_line_is_the_full_runs_record(copy):
+    """The README's main-job figures are those of the recorded full run, machine included: nothing is
+    extrapolated from a shorter run."""
+    tool = load_tool()
+    path = copy / "bench" / "results" / "runs" / "lcqmc_cosent.json"
+    run = json.loads(path.read_text(encoding="utf-8"))
+    assert run["data_files"]["train"].get("pairs_in_file") is None  # the whole train split
+    readme = (copy / "README.md").read_text(encoding="utf-8")
+    assert f"test Spearman {run['test_spearman']:.2f}" in readme and run["machine"]["cpu_kind"] in readme
+    run["seconds"], run["machine"]["cpu_kind"] = 4321.0, "AVX2"
+    path.write_text(json.dumps(run), encoding="utf-8")
+    assert tool.main(["--root", str(copy)]) == 0
+    readme = (copy / "README.md").read_text(encoding="utf-8")
+    assert "72 min in all" in readme and "(AVX2" in readme
+
+
 def test_an_unknown_block_or_a_missing_source_names_the_file(copy):
     tool = load_tool()
     page = copy / "docs" / "search.md"
