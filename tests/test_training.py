@@ -90,6 +90,7 @@ def test_training_raises_valid_spearman_and_writes_results(tiny_setup, tmp_path,
         assert key in saved
     assert saved["test_accuracy_ci95"][0] <= saved["test_accuracy"] <= saved["test_accuracy_ci95"][1]
     assert len(saved["data_files"]["train"]["sha256"]) == 64
+    assert saved["machine"]["cores"] >= 1 and saved["machine"]["cpu_kind"] in ("AVX-512 VNNI", "AVX-512", "AVX2", "other")
     assert "| LCQMC | cosent |" in (tmp_path / "run" / "results.md").read_text()
     low, high = saved["test_accuracy_ci95"]
     assert f"{saved['test_accuracy']:.2f} [{low:.1f}, {high:.1f}]" in (tmp_path / "run" / "results.md").read_text()

@@ -87,18 +87,26 @@ def accelerator():
     return None
 
 
+def cpu_model():
+    """The CPU's model name (Linux /proc/cpuinfo; ``platform.processor()`` elsewhere, possibly empty)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor()
+
+
+def usable_cpus():
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def machine_id():
     """What auto's speed measurement depends on: the CPU, the cores this process may use, ONNX Runtime."""
     import onnxruntime
 
-    model_name = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model_name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{platform.machine()} {model_name or platform.processor()}, {cpus} cpus, onnxruntime {onnxruntime.__version__}"
+    return (f"{platform.machine()} {cpu_model() or platform.processor()}, {usable_cpus()} cpus, "
+            f"onnxruntime {onnxruntime.__version__}")
 
 
 def probe_pairs(limit=PROBE_PAIRS):

@@ -30,19 +30,13 @@ def versions():
 
 def machine():
     """The hardware a run's seconds were measured on: CPU model, the cores this process may use, its vector kind."""
+    from ..autotune import cpu_model, usable_cpus
     from ..inference import cpu_flags
 
-    model_name = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model_name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
     flags = cpu_flags()
     kind = ("AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512" if "avx512f" in flags
             else "AVX2" if "avx2" in flags else "other")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": model_name or None, "cores": cores, "cpu_kind": kind}
+    return {"cpu": cpu_model() or None, "cores": usable_cpus(), "cpu_kind": kind}
 
 
 def data_files(datasets):
