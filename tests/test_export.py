@@ -18,7 +18,8 @@ import torch_reference
 import zoo
 from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab, weight_products
 from zoo.cli import main as cli
-from zoo.export import GraphTokenizer, export_onnx, export_saved_model, load_exportable, version_path
+from zoo.export import (GraphTokenizer, export_onnx, export_saved_model, keras_precision, load_exportable,
+                        quantized_copy, version_path)
 from zoo.presets import save_preset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,6 +244,14 @@ def test_export_quantize_int8_onnx_and_bf16_rules(encoder, tmp_path, capsys):
         cli(["export", "--model", str(tmp_path / "enc.keras"), "--output", str(out), "--format", "onnx",
              "--quantize", "bf16"])
     assert "--quantize bf16 is for --format saved_model" in capsys.readouterr().err
+
+
+def test_saved_model_records_its_precision(encoder, exported):
+    """A SavedModel's manifest says what precision its answers have (``zoo serve`` shows it at /v1/models)."""
+    assert json.loads((Path(exported) / "zoo_manifest.json").read_text())["precision"] == "fp32"
+    assert keras_precision(encoder) == "fp32"
+    assert keras_precision(quantized_copy(encoder, "int8")) == "int8"
+    assert keras_precision(quantized_copy(encoder, "bf16")) == "bf16"
 
 
 def test_export_transformers_folder_matches_bertmodel(encoder, tmp_path):

@@ -246,7 +246,7 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
     with atomic_dir(path) as tmp:
         os.rmdir(tmp)  # write_out makes the folder itself
         archive.write_out(tmp, verbose=verbose)
-        record = {"format": "zoo-savedmodel", "model": described(model, spec)}
+        record = {"format": "zoo-savedmodel", "model": described(model, spec), "precision": keras_precision(model)}
         if signature == "text":  # the server counts and windows over-long inputs with these (zoo.serving.lengths)
             model.tokenizer.save_to_preset(tmp)
             record["maxlen"] = maxlen
@@ -333,6 +333,15 @@ def export_onnx_folder(model, path, quantize="none", maxlen=None):
             "output": spec.output, "maxlen": maxlen, "precision": precision,
             "zero_segments": spec.zero_segments, "files": file_manifest(tmp)})
     return path
+
+
+def keras_precision(model):
+    """The precision a Keras model computes in, as ``zoo serve`` reports it: "int8" (a quantized copy), "bf16"
+    or "fp32"."""
+    policies = {layer.dtype_policy.name for layer in model._flatten_layers() if hasattr(layer, "dtype_policy")}
+    if any(name.startswith("int8") for name in policies):
+        return "int8"
+    return "bf16" if any("bfloat16" in name for name in policies) else "fp32"
 
 
 def quantized_copy(model, quantize):
