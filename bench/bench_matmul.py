@@ -6,8 +6,9 @@ What bounds the fused graphs' speed (``zoo.fused_onnx``): the products of the pr
 are most of a layer's time, so an encoder can only be as much faster in int8 as ONNX Runtime's int8 product is
 than its float32 one. For each hidden size H (256: L4; 384: L6; 768: BERT-base), a batch of ``--rows`` token rows
 (64 sentences of ~14 tokens) times the [H, 4H] feed-forward kernel, as ``MatMul`` (float32) and as the
-``DynamicQuantizeMatMul`` that zoo's int8 graphs run (activations quantized per call, int8 weights: u8s8; and
-u8u8, uint8 weights), each a one-node graph on every core; and, when PyTorch is installed, PyTorch's own float32
+``DynamicQuantizeMatMul`` of dynamic int8 (activations quantized per call, int8 weights: u8s8; and u8u8, uint8
+weights), and as the ``QuantizeLinear`` -> ``QLinearMatMul`` -> ``DequantizeLinear`` of zoo's static int8 graphs
+(fixed scales: ``int8 static``), each a graph of its own on every core; and, when PyTorch is installed, PyTorch's own float32
 ``Linear`` and its dynamically quantized int8 one (FBGEMM's kernels): how much faster int8 can be on this CPU with
 another library's kernels. Interleaved rounds, medians; before each system's timed calls, 0.2 s of rest (so the
 other library's threads stop spinning) and one warm-up call. Writes bench/results/matmul.json and .md (GFLOP/s, int8
@@ -28,7 +29,7 @@ from zoo.paths import write_json_atomic, write_text_atomic
 from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = ("fp32", "int8 u8s8", "int8 u8u8")
+KINDS = ("fp32", "int8 u8s8", "int8 u8u8", "int8 static")
 TORCH_KINDS = ("torch fp32", "torch int8")
 
 
@@ -55,12 +56,22 @@ def torch_products(weights, threads):
 
 
 def graph(kind, weights):
-    """A one-node ONNX graph x [rows, H] -> x @ weights, as float32 MatMul or int8 DynamicQuantizeMatMul."""
+    """An ONNX graph x [rows, H] -> x @ weights: float32 MatMul, dynamic int8 DynamicQuantizeMatMul, or the static
+    int8 product of zoo's calibrated graphs."""
     from onnx import TensorProto, helper, numpy_helper
 
     hidden, out = weights.shape
     if kind == "fp32":
-        node, inits = helper.make_node("MatMul", ["x", "w"], ["y"]), [numpy_helper.from_array(weights, "w")]
+        nodes, inits = [helper.make_node("MatMul", ["x", "w"], ["y"])], [numpy_helper.from_array(weights, "w")]
+    elif kind == "int8 static":  # zoo's calibrated graphs: u8 activations and outputs, s8 weights, fixed scales
+        w_scale = np.abs(weights).max() / 127
+        x_scale, y_scale = np.float32(8 / 255), np.float32(2 * np.sqrt(hidden) * np.abs(weights).max() / 255)
+        consts = {"xs": x_scale, "xz": np.uint8(128), "w": np.round(weights / w_scale).astype("int8"),
+                  "ws": np.float32(w_scale), "wz": np.int8(0), "ys": y_scale, "yz": np.uint8(128)}
+        inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
+        nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+                 helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["yq"]),
+                 helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
     else:
         if kind == "int8 u8s8":
             scale = np.abs(weights).max() / 127
@@ -69,10 +80,10 @@ def graph(kind, weights):
             scale = (weights.max() - weights.min()) / 255
             zero = np.uint8(np.round(-weights.min() / scale))
             quantized = np.clip(np.round(weights / scale) + zero, 0, 255).astype("uint8")
-        node = helper.make_node("DynamicQuantizeMatMul", ["x", "w", "s", "z"], ["y"], domain="com.microsoft")
+        nodes = [helper.make_node("DynamicQuantizeMatMul", ["x", "w", "s", "z"], ["y"], domain="com.microsoft")]
         inits = [numpy_helper.from_array(quantized, "w"), numpy_helper.from_array(np.float32([scale]), "s"),
                  numpy_helper.from_array(np.array([zero]), "z")]
-    g = helper.make_graph([node], "product", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (None, hidden))],
+    g = helper.make_graph(nodes, "product", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (None, hidden))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (None, out))], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
 
@@ -121,7 +132,9 @@ def main():
             results[str(hidden)] = {"shape": [args.rows, hidden, 4 * hidden], "threads": threads, "gflops": gflops,
                                     "int8_over_fp32": ratios}
             print(f"H={hidden}: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in gflops.items()), flush=True)
-    report = {"command": "python bench/bench_matmul.py", "cpu": machine_id(),
+    default_output = parser.get_default("output")
+    flags = "" if args.output == default_output else f" --output {os.path.relpath(args.output)}"
+    report = {"command": f"python bench/bench_matmul.py{flags}", "cpu": machine_id(),
               "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16",
                                                  "amx_bf16"}),
               "rounds": args.rounds, "calls": args.calls, "results": results, "versions": versions()}
