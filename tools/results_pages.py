@@ -724,6 +724,13 @@ def page_runs(src):
     return "".join(out)
 
 
+def md_section(src, heading, name, intro):
+    """A page section: ``heading``, ``intro``, then the table a benchmark wrote to bench/results/NAME.md, sourced."""
+    return (f"\n{heading}\n\n{intro}\n\n"
+            + (src.root / "bench" / "results" / f"{name}.md").read_text(encoding="utf-8").strip() + "\n\n"
+            + source(f"bench/results/{name}.json", f"bench/results/{name}.md"))
+
+
 def page_speed(src):
     out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n"]
     for run in INFERENCE_RUNS:
@@ -764,21 +771,19 @@ def page_speed(src):
                             NARROW[run]) + "\n\n"
                    + source(f"bench/results/{run}.json", f"bench/results/{run}.md"))
     ceiling = src.bench("int8_ceiling")
-    out.append(f"\n### How close each system comes to the product rate\n\n`{ceiling['command']}`: the arithmetic of "
-               f"encoding the inference run's sentences (weight products and attention, on the padded tokens of "
-               f"sorted batches of 64) divided by each system's measured time, beside ONNX Runtime's int8 product "
-               f"rate on the same CPU. A system above 100% computes faster than ONNX Runtime's int8 product can: no "
-               f"ONNX Runtime graph can match it.\n\n"
-               + (src.root / "bench" / "results" / "int8_ceiling.md").read_text(encoding="utf-8").strip() + "\n\n"
-               + source("bench/results/int8_ceiling.json", "bench/results/int8_ceiling.md"))
+    out.append(md_section(src, "### How close each system comes to the product rate", "int8_ceiling",
+                          f"`{ceiling['command']}`: the arithmetic of encoding the inference run's sentences (weight "
+                          f"products and attention, on the padded tokens of sorted batches of 64) divided by each "
+                          f"system's measured time, beside ONNX Runtime's int8 product rate on the same CPU. A system "
+                          f"above 100% computes faster than ONNX Runtime's int8 product can: no ONNX Runtime graph can "
+                          f"match it."))
     st = src.bench("startup")
-    out.append(f"\n## Start-up and the light runtime\n\n`python bench/bench_startup.py` ({st.get('cpu', '2 cores')}): each "
-               f"command a fresh process, beside `python -c \"import tensorflow\"` on the same machine; `zoo encode` "
-               f"runs the light runtime (ONNX Runtime, no TensorFlow) where the model's fused graph exists, `--precision "
-               f"fp32` loads Keras. The server rows start `zoo serve` of an ONNX export of zoo-embed-zh-L4 and read "
-               f"its resident memory after 20 requests of 64 texts.\n\n"
-               + (src.root / "bench" / "results" / "startup.md").read_text(encoding="utf-8").strip() + "\n\n"
-               + source("bench/results/startup.json", "bench/results/startup.md"))
+    out.append(md_section(src, "## Start-up and the light runtime", "startup",
+                          f"`python bench/bench_startup.py` ({st.get('cpu', '2 cores')}): each command a fresh process, "
+                          f"beside `python -c \"import tensorflow\"` on the same machine; `zoo encode` runs the light "
+                          f"runtime (ONNX Runtime, no TensorFlow) where the model's fused graph exists, `--precision "
+                          f"fp32` loads Keras. The server rows start `zoo serve` of an ONNX export of zoo-embed-zh-L4 "
+                          f"and read its resident memory after 20 requests of 64 texts."))
     out.append("\n## Earlier: int8 through tf2onnx, before the fused graphs\n\n")
     data = src.bench("inference_cosent_L4")
     out.append(f"`{command(data['command'])}`: {count(data['sentences'])} LCQMC test sentences, batch "
