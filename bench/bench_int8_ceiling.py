@@ -32,7 +32,8 @@ def batch_lengths(tokenizer, texts, maxlen):
     """Token counts of ``texts`` ([CLS] and [SEP] included, cut at maxlen), padded to the longest of each batch of
     ``BATCH`` once sorted by length."""
     lengths = np.sort([min(len(p) + 2, maxlen) for p in tokenizer.piece_ids(texts)])
-    return np.concatenate([np.full(len(c), c.max()) for c in np.array_split(lengths, -(-len(lengths) // BATCH))])
+    return np.concatenate([np.full(len(c), c.max()) for c in (lengths[i:i + BATCH]
+                                                               for i in range(0, len(lengths), BATCH))])
 
 
 def gflop(lengths, layers, hidden):

@@ -252,3 +252,22 @@ def test_score_plot_record_is_compact_and_complete():
     assert len(curve["thresholds"]) == len(curve["valid"]) == len(curve["test"]) == 100
     assert record["threshold"] == 0.9 and h["edges"][0] <= 0.9 <= h["edges"][-1]
     assert len(json.dumps(record)) < 6_000
+
+
+def test_int8_ceiling_counts_an_encoders_work_on_padded_sorted_batches():
+    """bench_int8_ceiling's arithmetic: 12 H^2 per token and layer plus attention, x2 for FLOP, on each sorted batch
+    padded to its longest text."""
+    spec = importlib.util.spec_from_file_location("bench_int8_ceiling", ROOT / "bench" / "bench_int8_ceiling.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lengths = np.array([10, 10])
+    assert bench.gflop(lengths, layers=2, hidden=4) == pytest.approx(2 * 2 * (12 * 16 * 20 + 2 * 4 * 200) / 1e9)
+
+    class Pieces:  # a tokenizer whose texts are their own pieces
+        @staticmethod
+        def piece_ids(texts):
+            return [list(t) for t in texts]
+
+    texts = ["a" * n for n in range(1, 131)]  # 130 texts: batches of 64, 64, 2 once sorted
+    padded = bench.batch_lengths(Pieces, texts, maxlen=100)
+    assert len(padded) == 130 and list(np.unique(padded)) == [66, 100]  # 64+2 tokens; the rest cut at maxlen
