@@ -10,7 +10,9 @@ Each run adds its model to bench/results/inference.json (and rewrites inference.
 The model (a saved SentenceEncoder, or a checkpoint with ``--pooling``) is also written as a transformers /
 sentence-transformers folder, so every system runs the same weights. Systems: zoo ``fp32`` (Keras, XLA),
 ``bf16`` (on CPUs with AVX512-BF16/AMX), ``onnx-fp32`` and ``int8`` (the fused ONNX Runtime graph,
-``zoo.fused_onnx``); transformers fp32 (BertModel, PyTorch); sentence-transformers' torch, ONNX (plain, optimum's
+``zoo.fused_onnx``), ``openvino-int8`` (its standard-op int8 version on OpenVINO, where installed), each through
+Keras's ``SentenceEncoder.encode`` and, as ``zoo_light_*``, through the light runtime (``zoo.encoding``, what
+``zoo encode`` runs: no per-call check of the Keras weights); transformers fp32 (BertModel, PyTorch); sentence-transformers' torch, ONNX (plain, optimum's
 O1-O3 optimized exports, dynamic int8 with this CPU's and with the avx2 configuration) and OpenVINO fp32 / int8
 backends (bench/st_worker.py, in its own interpreter). sentence-transformers has no first-last-avg pooling: for
 a first-last-avg model its systems pool with mean (the same work; other vectors, so their Spearman is not the
@@ -21,7 +23,8 @@ model's).
   rotated order. Reported: median seconds, sentences/s, and speed ratios to transformers fp32 and to the fastest
   sentence-transformers backend, each the median of the per-round ratios.
 - Latency: one sentence at a time (batch 1) over the first ``--latency-sentences`` sentences, after 20
-  warm-up calls: median and p90 milliseconds per system.
+  warm-up calls, in ``--rounds`` rounds of every system in a rotated order: the median and p90 milliseconds
+  per system of its median round.
 - Quality: LCQMC, BQ and STS-B test Spearman (x100) of each system (on the first ``--quality-pairs`` pairs of
   each test set when given).
 - Tokenizing: the share of ``encode``'s time (at the fastest zoo precision) spent in the tokenizer (Rust word
@@ -45,6 +48,9 @@ import zoo
 from zoo import autotune, inference
 from zoo.checkpoints import save_transformers
 from zoo.data import load_task
+from zoo.encoding import OnnxEncoder
+from zoo.onnx_graphs import graph_path
+from zoo.openvino_engine import openvino_available
 from zoo.evaluation import spearman
 from zoo.logs import log, setup_cli
 from zoo.paths import write_json_atomic, write_text_atomic
@@ -53,7 +59,8 @@ from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUALITY_TASKS = ("LCQMC", "BQ", "STS-B")
-ZOO_PRECISIONS = ("fp32", "bf16", "onnx-fp32", "int8")
+ZOO_PRECISIONS = ("fp32", "bf16", "onnx-fp32", "int8", "openvino-int8")
+LIGHT_PRECISIONS = ("onnx-fp32", "int8", "openvino-int8")  # also timed on the light runtime (zoo.encoding)
 STARTUP = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -129,13 +136,22 @@ def transformers_encoder(folder, tokenizer, maxlen, pooling):
 
 
 def local_systems(encoder, folder):
-    """name -> callable(texts) -> vectors, for zoo's precisions and transformers."""
+    """name -> callable(texts) -> vectors, for zoo's precisions (Keras's ``SentenceEncoder``, and
+    ``zoo_light_*``: the light runtime's ``OnnxEncoder`` on the same graph files, what ``zoo encode`` runs) and
+    transformers."""
     systems = {}
     for precision in ZOO_PRECISIONS:
-        if precision == "bf16" and not inference.bf16_supported():
+        if precision == "bf16" and not inference.bf16_supported() or \
+                precision == "openvino-int8" and not openvino_available():
             continue
         systems[f"zoo_{precision}"] = lambda texts, p=precision: encoder.encode(texts, batch_size=64, precision=p,
                                                                                    show_progress_bar=False)
+    for precision in LIGHT_PRECISIONS:
+        if f"zoo_{precision}" in systems:
+            light = OnnxEncoder(graph_path(encoder, precision), encoder.tokenizer, encoder.maxlen, dim=encoder.dim,
+                                precision=precision)
+            systems[f"zoo_light_{precision}"] = lambda texts, e=light: e.encode(texts, batch_size=64,
+                                                                                show_progress_bar=False)
     systems["transformers_fp32"] = transformers_encoder(folder, encoder.tokenizer, encoder.maxlen, encoder.pooling)
     return systems
 
@@ -258,25 +274,32 @@ def bench_model(args, model):
         return {name: float(np.median([ref / own for own, ref in zip(seconds[name], reference)])) for name in names}
 
     best_st_per_round = [min(seconds[n][r] for n in st_names) for r in range(args.rounds)] if st_names else None
-    fastest_zoo = min((n for n in systems if n.startswith("zoo_")), key=lambda n: np.median(seconds[n]))
+    fastest_zoo = min((n for n in systems if n.startswith("zoo_") and not n.startswith("zoo_light_")),
+                      key=lambda n: np.median(seconds[n]))
     tokenizing = tokenizing_share(encoder, texts, fastest_zoo[4:], args.rounds)
     log.info("tokenizing: %.1f%% of encode at %s (Rust word pieces %.1f%%); the Rust template pipeline takes "
              "%.2fx the time of the word pieces alone", 100 * tokenizing["share_of_encode"], fastest_zoo,
              100 * tokenizing["rust_share_of_encode"], tokenizing["template_vs_pieces"])
+    rounds_ms = {name: [] for name in names}  # per round, each system's ms per sentence
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name.startswith("st_"):
+                st.ask(cmd="latency", backend=name[3:], n=20)
+                ms = st.ask(cmd="latency", backend=name[3:], n=args.latency_sentences)["ms"]
+            else:
+                for text in texts[:20]:
+                    systems[name]([text])
+                ms = []
+                for text in texts[:args.latency_sentences]:
+                    start = time.perf_counter()
+                    systems[name]([text])
+                    ms.append(1000 * (time.perf_counter() - start))
+            rounds_ms[name].append(ms)
     latency = {}
-    for name in names:
-        if name.startswith("st_"):
-            st.ask(cmd="latency", backend=name[3:], n=20)
-            ms = st.ask(cmd="latency", backend=name[3:], n=args.latency_sentences)["ms"]
-        else:
-            for text in texts[:20]:
-                systems[name]([text])
-            ms = []
-            for text in texts[:args.latency_sentences]:
-                start = time.perf_counter()
-                systems[name]([text])
-                ms.append(1000 * (time.perf_counter() - start))
-        latency[name] = {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90))}
+    for name, rounds in rounds_ms.items():  # the median round (by its median), and its p90
+        middle = sorted(rounds, key=np.median)[len(rounds) // 2]
+        latency[name] = {"median_ms": float(np.median(middle)), "p90_ms": float(np.percentile(middle, 90)),
+                         "round_medians_ms": [float(np.median(ms)) for ms in rounds]}
         log.info("latency %s: median %.2f ms", name, latency[name]["median_ms"])
     quality = {}
     if not args.no_quality:

@@ -19,8 +19,10 @@ from zoo import autotune, inference, onnx_graphs
 ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
 onnx = require_module("onnx", "pip install 'zoo[onnx]'")
 from zoo.fused_onnx import fused_graph  # noqa: E402
+from zoo.openvino_engine import openvino_available  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+OPENVINO = {"openvino-int8"} if openvino_available() else set()  # fastest's candidate where OpenVINO is installed
 TOLERANCE = 1e-5  # tiny models: float32 round-off is ~1e-6 (zoo-embed-zh-L4 is held to auto's 1e-4 below)
 TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不知道。", "我们在中国" * 40, "好", "中国人民", "bert 和 keras"]
 VOCAB = synthetic_vocab()
@@ -169,12 +171,12 @@ def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_cache,
     with caplog.at_level(logging.INFO, logger="zoo"):
         vectors = encoder.encode(TEXTS, precision="fastest")
     choice = inference._RUNNERS[encoder]["fastest"]
-    assert choice in ("fp32", "onnx-fp32", "int8") and f"precision fastest: {choice}" in caplog.text
+    assert choice in ("fp32", "onnx-fp32", "int8", "openvino-int8") and f"precision fastest: {choice}" in caplog.text
     np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
     [record_path] = fresh_cache.glob("onnx/fastest/*.json")
     record = json.loads(record_path.read_text())
     assert record["choice"] == choice and record["parity_max_abs_diff"] <= autotune.PARITY_TOLERANCE
-    assert set(record["spearman"]) == {"onnx-fp32", "int8"} and {"fp32", "onnx-fp32"} <= set(record["seconds"])
+    assert set(record["spearman"]) == {"onnx-fp32", "int8"} | OPENVINO and {"fp32", "onnx-fp32"} <= set(record["seconds"])
     assert record["probe"] == "first 500 pairs of LCQMC valid"
     # another model with the same weights reads the recorded choice: nothing is measured again
     twin = zoo.SentenceEncoder.from_config(encoder.get_config())
@@ -194,7 +196,8 @@ def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_cache,
 def test_auto_rules(monkeypatch):
     encoder = tiny_encoder(seed=4)
     record = autotune.measure(encoder)
-    assert set(record["seconds"]) == {"fp32", "onnx-fp32", "int8"}  # int8 is close on the probe: all are timed
+    # int8 is close on the probe: all are timed (OpenVINO's int8 too where it is installed)
+    assert set(record["seconds"]) == {"fp32", "onnx-fp32", "int8"} | OPENVINO
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)  # the fastest
     # on the whole workload: the probe rows in batches, then some of them one at a time
     assert record["single_rows"] == min(autotune.PROBE_SINGLE_ROWS, record["timed_rows"]) > 0
@@ -204,6 +207,7 @@ def test_auto_rules(monkeypatch):
     monkeypatch.setattr(autotune, "MAX_SPEARMAN_LOSS", -1.0)  # int8 always loses too much: a float path
     record = autotune.measure(encoder)
     assert "int8" not in record["seconds"] and record["choice"] in ("fp32", "onnx-fp32"), record
+    assert "openvino-int8" not in record["seconds"]
     monkeypatch.setattr(autotune, "PARITY_TOLERANCE", -1.0)  # the graph never matches Keras: Keras itself
     assert autotune.measure(encoder)["choice"] == "fp32"
     monkeypatch.setattr(autotune, "probe_pairs", lambda: None)  # no labelled probe (a wheel): int8 unmeasured
@@ -236,7 +240,7 @@ def test_fastest_for_a_cross_encoder_scores_the_probe_pairs(fresh_cache):
     scores = scorer.score(pairs, precision="fastest")  # measured on the probe pairs, recorded
     [info] = fresh_cache.glob("onnx/fastest/*.json")
     record = json.loads(info.read_text())
-    assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"}
+    assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"} | OPENVINO
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)
     np.testing.assert_array_equal(scores, scorer.score(pairs, precision=record["choice"]))
 

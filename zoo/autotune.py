@@ -16,6 +16,7 @@ from .data import iter_pairs, task_file
 from .logs import log
 from .onnx_graphs import (ONNX_PRECISIONS, PARITY_TEXTS, PARITY_TOLERANCE, cached_graphs, graph_path, onnx_session,
                           require_onnx)
+from .openvino_engine import OPENVINO_INT8, openvino_available
 from .paths import DATA_DIR, cache_dir, read_json_file, sha256_of, write_json_atomic
 
 # fastest's bounds. MAX_SPEARMAN_LOSS: the largest Spearman loss (x100) accepted from a faster path, the bound the
@@ -102,11 +103,16 @@ def usable_cpus():
 
 
 def machine_id():
-    """What auto's speed measurement depends on: the CPU, the cores this process may use, ONNX Runtime."""
+    """What fastest's speed measurement depends on: the CPU, the cores this process may use, ONNX Runtime and
+    OpenVINO (where installed)."""
     import onnxruntime
 
-    return (f"{platform.machine()} {cpu_model() or platform.processor()}, {usable_cpus()} cpus, "
-            f"onnxruntime {onnxruntime.__version__}")
+    engines = f"onnxruntime {onnxruntime.__version__}"
+    if openvino_available():
+        import openvino
+
+        engines += f", openvino {openvino.__version__}"
+    return f"{platform.machine()} {cpu_model() or platform.processor()}, {usable_cpus()} cpus, {engines}"
 
 
 def probe_pairs(limit=PROBE_PAIRS):
@@ -159,14 +165,16 @@ def measure(model):
     else:
         a, b, labels = pairs
         rows, index = probe_rows(model, a, b)
+        lossy = [p for p in ONNX_PRECISIONS if p != "onnx-fp32" and (p != OPENVINO_INT8 or openvino_available())]
         spearman = {}
-        for p in ONNX_PRECISIONS:
+        for p in ("onnx-fp32", *lossy):
             out = model.predict_rows(rows, show_progress_bar=False, precision=p)
             spearman[p] = 100 * float(spearmanr(labels, pair_scores(model, out, index, a, b)).statistic)
-        loss = spearman["onnx-fp32"] - spearman["int8"]
-        candidates = ("fp32", "onnx-fp32") + (("int8",) if loss <= MAX_SPEARMAN_LOSS else ())
-        quality = (f"int8 loses {loss:.2f} Spearman on the probe (> {MAX_SPEARMAN_LOSS})" if "int8" not in candidates
-                   else f"Spearman {spearman['int8']:.2f} int8 vs {spearman['onnx-fp32']:.2f} fp32")
+        loss = {p: spearman["onnx-fp32"] - spearman[p] for p in lossy}
+        candidates = ("fp32", "onnx-fp32") + tuple(p for p in lossy if loss[p] <= MAX_SPEARMAN_LOSS)
+        quality = "; ".join(f"{p} Spearman {spearman[p]:.2f} vs {spearman['onnx-fp32']:.2f} fp32" if p in candidates
+                            else f"{p} loses {loss[p]:.2f} Spearman on the probe (> {MAX_SPEARMAN_LOSS})"
+                            for p in lossy)
         timed = rows[:PROBE_TIMED_ROWS]
         record.update(probe=f"first {len(a)} pairs of LCQMC valid", spearman=spearman)
     singles = timed[:PROBE_SINGLE_ROWS]

@@ -19,33 +19,47 @@ normalisation) is ``embed_texts`` and ``predict_sorted``, shared with the Keras 
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 
 import numpy as np
 
 from .logs import batch_starts
-from .onnx_graphs import (FP32_GRAPH, ID_INPUTS, PARITY_TOLERANCE, find_graphs, int8_graph, new_session,
-                          require_onnx)
+from .onnx_graphs import (FP32_GRAPH, PARITY_TOLERANCE, GraphRunner, engine_of, find_graphs, int8_graph,
+                          open_session, require_onnx)
 from .paths import sha256_of
 from .tokenizer import Tokenizer, chunk_pieces
 from .vectors import mean_of_windows, normalize_rows
 
-RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8")  # what the light runtime runs (auto: onnx-fp32, lossless)
+RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8", "openvino-int8")  # what the light runtime runs (auto: lossless)
 
 
 # ------------------------------------------------------------------------- the pipeline shared with Keras
 def predict_sorted(rows, predict, pad, batch_size=64, show_progress_bar=None, unit="row"):
     """Outputs of ``predict(pad(batch))`` for (token ids, segment ids) rows, in input order -> float32 [n, ...].
-    Rows run longest first, so a batch holds rows of similar length and little padding is computed."""
+    Rows run longest first, so a batch holds rows of similar length and little padding is computed. Where
+    there are several batches and ``predict`` has ``submit(batch, done)`` and ``wait()``
+    (``zoo.onnx_graphs.GraphRunner``), they are queued to the engine, which may run several at once; one batch
+    runs at once with every core on it."""
     order = np.argsort([-len(r[0]) for r in rows], kind="stable")
-    out = None
+    out, lock = [], threading.Lock()
+
+    def store(index, values):
+        values = np.asarray(values, dtype="float32")
+        with lock:
+            if not out:
+                out.append(np.zeros((len(rows),) + values.shape[1:], dtype="float32"))
+        out[0][index] = values
+
+    submit = getattr(predict, "submit", None) if len(rows) > batch_size else None
+    submit = submit or (lambda batch, done: done(predict(batch)))
     for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
         index = order[start:start + batch_size]
-        values = np.asarray(predict(pad([rows[i] for i in index])), dtype="float32")
-        if out is None:
-            out = np.zeros((len(rows),) + values.shape[1:], dtype="float32")
-        out[index] = values
-    return out
+        submit(pad([rows[i] for i in index]), functools.partial(store, index))
+    if hasattr(predict, "wait"):
+        predict.wait()
+    return out[0] if out else None
 
 
 def embed_texts(texts, tokenizer, predict_rows, dim, maxlen, truncate_dim=None, long_text="truncate", stride=None,
@@ -93,15 +107,16 @@ class OnnxEncoder:
         self.graph, self.tokenizer, self.maxlen, self.precision = os.fspath(graph), tokenizer, int(maxlen), precision
         self.normalize, self.query_prefix, self.source = normalize, query_prefix, source
         self.max_input_tokens = max_input_tokens or self.maxlen
-        self._session, self._inputs = new_session(self.graph), ID_INPUTS
+        self._runner = GraphRunner(open_session(self.graph, precision))
         self.graph_sha256 = graph_sha256 or sha256_of(self.graph)  # given where a manifest already checked it
         self.dim = int(dim or self._run(tokenizer.pad([tokenizer.encode("")])).shape[-1])
 
     @classmethod
     def from_preset(cls, path, precision="auto"):
         """The encoder of the model at ``path`` (a preset name or folder, a run folder, an ONNX export) at
-        ``precision``: "auto" or "onnx-fp32" (the fused float32 graph: lossless) or "int8" (its calibrated int8
-        version, lossy by choice). FileNotFoundError when no fused graph exists for it: load it with
+        ``precision``: "auto" or "onnx-fp32" (the fused float32 graph: lossless), "int8" (its calibrated int8
+        version, lossy by choice) or "openvino-int8" (the same on OpenVINO: ``zoo.openvino_engine``).
+        FileNotFoundError when no fused graph exists for it: load it with
         ``zoo.from_preset`` (Keras), whose first ONNX call writes one."""
         if precision not in RUNTIME_PRECISIONS:
             raise ValueError(f"OnnxEncoder runs precision {RUNTIME_PRECISIONS}, got {precision!r} (Keras runs the "
@@ -116,11 +131,11 @@ class OnnxEncoder:
         encoder = info["encoder"]
         stored = info.get("precision", "onnx-fp32")  # an int8 export holds its int8 graph as model.onnx
         if stored == "int8":
-            if precision == "onnx-fp32":
+            if precision not in ("auto", "int8"):
                 raise ValueError(f"{path} is an int8 ONNX export: it runs precision 'int8' only")
             graph, precision = os.path.join(folder, FP32_GRAPH), "int8"
-        elif precision == "int8":
-            graph = int8_graph(folder, info, tokenizer)
+        elif precision in ("int8", "openvino-int8"):
+            graph = int8_graph(folder, info, tokenizer, precision)
         else:
             parity = info.get("parity_max_abs_diff")
             if precision == "auto" and not info.get("served") and not (parity is not None and parity <= PARITY_TOLERANCE):
@@ -134,11 +149,11 @@ class OnnxEncoder:
                    if graph.endswith(FP32_GRAPH) else None)
 
     def _run(self, batch):
-        return self._session.run(None, {k: np.asarray(batch[k], dtype="int32") for k in self._inputs})[0]
+        return self._runner(batch)
 
     def predict_rows(self, rows, batch_size=64, show_progress_bar=None, unit="row"):
         """The graph's outputs for (token ids, segment ids) rows, in input order (``predict_sorted``)."""
-        return predict_sorted(rows, self._run, self.tokenizer.pad, batch_size, show_progress_bar, unit)
+        return predict_sorted(rows, self._runner, self.tokenizer.pad, batch_size, show_progress_bar, unit)
 
     def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
                truncate_dim=None, long_text="truncate", stride=None, precision=None):
@@ -165,7 +180,7 @@ class OnnxEncoder:
 
     def vector_source(self, precision=None):
         """How this encoder's vectors are made (recorded by ``zoo encode`` and indexes; served at /v1/models)."""
-        return {"runtime": "onnxruntime", "precision": self.precision, "graph_sha256": self.graph_sha256}
+        return {"runtime": engine_of(self.precision), "precision": self.precision, "graph_sha256": self.graph_sha256}
 
 
 def light_encoder(path, precision="auto"):

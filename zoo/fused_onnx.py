@@ -36,12 +36,12 @@ FUSED_POOLINGS = ("cls", "mean", "first-last-avg", "pooler")  # the poolings ``_
 class _Graph:
     """Nodes and initializers of the graph being written; ``op`` returns the output name(s) of a new node."""
 
-    def __init__(self):
-        self.nodes, self.initializers, self._count = [], [], 0
+    def __init__(self, prefix=""):
+        self.nodes, self.initializers, self._count, self.prefix = [], [], 0, prefix
 
     def name(self, hint):
         self._count += 1
-        return f"{hint}_{self._count}"
+        return f"{self.prefix}{hint}_{self._count}"
 
     def const(self, hint, array):
         from onnx import numpy_helper

@@ -27,9 +27,14 @@ from .logs import log, root_logging_kept, stderr_silenced
 from .paths import (EXPORT_MANIFEST, PRESET_CONFIG, PRESET_WEIGHTS, cache_dir, check_manifest, file_manifest,
                     read_json_file, resolve, sha256_of, write_json_atomic)
 
-ONNX_PRECISIONS = ("onnx-fp32", "int8")
-FP32_GRAPH, INT8_GRAPH = "model.onnx", "model.int8.onnx"
-ONNX_FILES = {"onnx-fp32": FP32_GRAPH, "int8": INT8_GRAPH}
+ONNX_PRECISIONS = ("onnx-fp32", "int8", "openvino-int8")  # what runs a graph derived from the fused one
+FP32_GRAPH, INT8_GRAPH, OPENVINO_GRAPH = "model.onnx", "model.int8.onnx", "model.openvino-int8.onnx"
+ONNX_FILES = {"onnx-fp32": FP32_GRAPH, "int8": INT8_GRAPH, "openvino-int8": OPENVINO_GRAPH}
+
+
+def engine_of(precision):
+    """The runtime that runs a graph precision, as ``vector_source`` records it."""
+    return "openvino" if precision == "openvino-int8" else "onnxruntime"
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 CACHE_INFO = GRAPH_INFO = "info.json"
 GRAPH_FOLDER = "onnx"  # a preset's shipped graphs: PRESET/onnx/{model.onnx, info.json}
@@ -50,6 +55,8 @@ def require_onnx():
 
 CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
 QUANTIZATION = "static-qdq-minmax-3"  # what int8 means; part of the cache key
+# what openvino-int8 means (part of its cache key): the standard-op graph, symmetric int8 activations
+OPENVINO_QUANTIZATION = "standard-ops-1/static-qdq-s8s8-minmax-1"
 CALIBRATION_BATCH = 32
 
 
@@ -88,12 +95,13 @@ def with_contrib_output_types(graph):
     return graph
 
 
-def quantize(source, target, tokenizer, maxlen, pairs=False):
+def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False):
     """int8 version of the fused graph file ``source`` at ``target``: ONNX Runtime static (QDQ)
     quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
     ``calibration_batches`` -- for every product of an activation with a weight matrix (the pooling's products of
     hidden states, and the attention, stay float). Fixed scales make each text's vector independent of the texts
-    that share its batch (dynamic quantization's per-batch scales do not)."""
+    that share its batch (dynamic quantization's per-batch scales do not). ``symmetric``: int8 activations with
+    a zero point of 0 (what OpenVINO's int8 kernels run fastest; ONNX Runtime's x86 kernels prefer uint8)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -113,10 +121,11 @@ def quantize(source, target, tokenizer, maxlen, pairs=False):
         onnx.save(with_contrib_output_types(graph), typed)
         with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give root a handler
             quantize_static(typed, os.fspath(target), Reader(), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                            activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
+                            weight_type=QuantType.QInt8, per_channel=True,
                             op_types_to_quantize=["MatMul"], nodes_to_quantize=products,
                             calibrate_method=CalibrationMethod.MinMax,
-                            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
+                            extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
     return target
 
 
@@ -282,43 +291,77 @@ def write_preset_graphs(model, directory):
 
 
 def graph_path(model, precision):
-    """The graph file ``model`` runs at ``precision`` ("onnx-fp32" or "int8")."""
+    """The graph file ``model`` runs at ``precision`` (``ONNX_PRECISIONS``)."""
     folder, info = cached_graphs(model)
-    if precision == "int8":
-        return int8_graph(folder, info, model.tokenizer)
+    if precision != "onnx-fp32":
+        return int8_graph(folder, info, model.tokenizer, precision)
     return os.path.join(folder, FP32_GRAPH)
 
 
 def onnx_session(model, precision):
-    """ONNX Runtime session of ``model``'s fused graph at ``precision`` -> callable(batch) -> array."""
-    ort = require_onnx()
+    """A ``GraphRunner`` of ``model``'s fused graph at ``precision`` (``ONNX_PRECISIONS``)."""
+    require_onnx()
     path = graph_path(model, precision)
     try:
-        session = new_session(path)
+        return GraphRunner(open_session(path, precision))
     except Exception as e:  # noqa: BLE001 -- a file that passed its sha256 but does not load: rebuild once
-        log.warning("%s does not load in ONNX Runtime %s (%s): rebuilt", path, ort.__version__, e)
+        log.warning("%s does not load (%s): rebuilt", path, e)
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        session = new_session(graph_path(model, precision))
-
-    def run(batch):
-        return session.run(None, {k: np.asarray(batch[k], dtype="int32") for k in ID_INPUTS})[0]
-
-    return run
+        return GraphRunner(open_session(graph_path(model, precision), precision))
 
 
-def new_session(path):
-    """An ONNX Runtime CPU session of ``path`` with ``$ZOO_ORT_THREADS`` threads or TensorFlow's intra-op thread
-    count when one is set (``zoo encode --processes``), else one thread per CPU this process may use."""
+class GraphRunner:
+    """A graph's session as ``runner(batch)`` -> output array, and ``submit(batch, done)`` / ``wait()``: the
+    batch queued to the engine's parallel streams where it has them (OpenVINO), run at once otherwise
+    (``zoo.encoding.predict_sorted`` uses these for many batches)."""
+
+    def __init__(self, session):
+        self.session = session
+
+    @staticmethod
+    def feeds(batch):
+        return {k: np.asarray(batch[k], dtype="int32") for k in ID_INPUTS}
+
+    def __call__(self, batch):
+        return self.session.run(None, self.feeds(batch))[0]
+
+    def submit(self, batch, done):
+        if hasattr(self.session, "submit"):
+            self.session.submit(self.feeds(batch), done)
+        else:
+            done(self(batch))
+
+    def wait(self):
+        if hasattr(self.session, "wait"):
+            self.session.wait()
+
+
+def open_session(path, precision):
+    """The engine's session of the graph file ``path``: OpenVINO's for ``openvino-int8``, else ONNX Runtime's."""
+    if precision == "openvino-int8":
+        from .openvino_engine import OpenVinoSession
+
+        return OpenVinoSession(path, runtime_threads())
+    return new_session(path)
+
+
+def runtime_threads():
+    """Threads of a graph session: ``$ZOO_ORT_THREADS``, or TensorFlow's intra-op thread count when one is set
+    (``zoo encode --processes``), else one per CPU this process may use."""
     import sys
-
-    import onnxruntime as ort
 
     threads = int(os.environ.get("ZOO_ORT_THREADS") or 0)
     if not threads and "tensorflow" in sys.modules:
         threads = sys.modules["tensorflow"].config.threading.get_intra_op_parallelism_threads()
+    return threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+
+
+def new_session(path):
+    """An ONNX Runtime CPU session of ``path`` on ``runtime_threads()`` threads."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                               else 0)
+    options.intra_op_num_threads = runtime_threads()
     options.inter_op_num_threads = 1
     # ONNX Runtime's default, kept: between a run's ops the pool's threads spin instead of sleeping. A small model's
     # ops take microseconds, and waking sleeping threads for each one measured slower at batch 64 and much slower
@@ -416,20 +459,21 @@ def export_info(manifest):
             "parity_max_abs_diff": manifest.get("parity_max_abs_diff"), "files": manifest.get("files", {})}
 
 
-def int8_graph(folder, info, tokenizer):
-    """The int8 graph of the fp32 graph in ``folder``: shipped beside it, or quantized once into zoo's cache
-    (``zoo.onnx_graphs.quantize``, calibrated on the texts shipped with zoo) -> path."""
-    from .onnx_graphs import QUANTIZATION, quantize
-
-    beside = os.path.join(folder, INT8_GRAPH)
-    if INT8_GRAPH in info.get("files", {}):
-        check_manifest(folder, {INT8_GRAPH: info["files"][INT8_GRAPH]}, GRAPH_INFO)
+def int8_graph(folder, info, tokenizer, precision="int8"):
+    """The ``precision`` ("int8" or "openvino-int8") graph of the fp32 graph in ``folder``: shipped beside it,
+    or quantized once into zoo's cache (``quantize``, calibrated on the texts shipped with zoo; openvino-int8 from
+    the fused graph rewritten with standard ops, ``zoo.standard_onnx``) -> path."""
+    name = ONNX_FILES[precision]
+    beside = os.path.join(folder, name)
+    if name in info.get("files", {}):
+        check_manifest(folder, {name: info["files"][name]}, GRAPH_INFO)
         return beside
     fp32 = os.path.join(folder, FP32_GRAPH)
     encoder = info["encoder"]
-    key = hashlib.sha256(json.dumps([sha256_of(fp32), QUANTIZATION, encoder["maxlen"]]).encode()).hexdigest()
-    target = cache_dir("onnx", "int8", key[:40])
-    graph = os.path.join(target, INT8_GRAPH)
+    scheme = QUANTIZATION if precision == "int8" else OPENVINO_QUANTIZATION
+    key = hashlib.sha256(json.dumps([sha256_of(fp32), scheme, encoder["maxlen"]]).encode()).hexdigest()
+    target = cache_dir("onnx", precision, key[:40])
+    graph = os.path.join(target, name)
     if os.path.exists(os.path.join(target, GRAPH_INFO)):
         try:
             check_manifest(target, read_json_file(os.path.join(target, GRAPH_INFO), "an int8 graph's description")
@@ -439,12 +483,23 @@ def int8_graph(folder, info, tokenizer):
             log.warning("damaged int8 graph in the cache, rebuilt: %s", e)
     tmp = target + f".tmp-{os.getpid()}"
     os.makedirs(tmp, exist_ok=True)
-    quantize(fp32, os.path.join(tmp, INT8_GRAPH), tokenizer, encoder["maxlen"], pairs=False)
+    source = fp32
+    if precision == "openvino-int8":
+        import onnx
+
+        from .standard_onnx import standard_graph
+
+        source = os.path.join(tmp, "standard.onnx")
+        onnx.save(standard_graph(onnx.load(fp32)), source)
+    quantize(source, os.path.join(tmp, name), tokenizer, encoder["maxlen"], pairs=encoder.get("output") == "score",
+             symmetric=precision == "openvino-int8")
+    if source != fp32:
+        os.remove(source)
     write_json_atomic(os.path.join(tmp, GRAPH_INFO), {"from": fp32, "files": file_manifest(tmp)})
     if os.path.isdir(target):
         shutil.rmtree(target, ignore_errors=True)
     os.replace(tmp, target)
-    log.info("int8 graph of %s written to %s", fp32, target)
+    log.info("%s graph of %s written to %s", precision, fp32, target)
     return graph
 
 

@@ -151,7 +151,8 @@ class SentenceEncoder(Task):
         ``precision``: "auto" (lossless: the fused fp32 ONNX graph where its parity with Keras was shown, else
         Keras fp32), "fastest" (the fastest path measured close to fp32 on this machine; may be int8), "fp32"
         (Keras), "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused
-        ONNX Runtime graph, float or statically quantized with calibrated scales); see ``zoo.inference``.
+        ONNX Runtime graph, float or statically quantized with calibrated scales), "openvino-int8" (the int8
+        graph run by OpenVINO); see ``zoo.inference``.
         """
         self._require_tokenizer()
         return embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(
@@ -163,12 +164,12 @@ class SentenceEncoder(Task):
         """How ``encode(..., precision=precision)`` makes vectors (recorded by ``zoo encode`` and indexes; served at
         /v1/models): the runtime, the precision that runs and the sha256 of its ONNX graph (None on Keras)."""
         from ..inference import runner
-        from ..onnx_graphs import ONNX_PRECISIONS, graph_path
+        from ..onnx_graphs import ONNX_PRECISIONS, engine_of, graph_path
         from ..paths import sha256_of
 
         ran = runner(self, precision).precision
         graph = sha256_of(graph_path(self, ran)) if ran in ONNX_PRECISIONS else None
-        return {"runtime": "onnxruntime" if graph else "keras", "precision": ran, "graph_sha256": graph}
+        return {"runtime": engine_of(ran) if graph else "keras", "precision": ran, "graph_sha256": graph}
 
     def encode_queries(self, texts, **kwargs):
         """``encode`` for search queries: each text after the model's ``query_prefix`` (none: plain ``encode``)."""

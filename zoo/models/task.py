@@ -11,7 +11,6 @@ import os
 
 import keras
 import numpy as np
-from keras import ops
 
 from ..backbone import backbone_inputs
 from ..errors import CheckpointError, ConfigError
@@ -191,7 +190,7 @@ class Task(keras.Model):
             return self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen) if predict.bucketed
                                       else None)
 
-        return predict_sorted(rows, lambda batch: ops.convert_to_numpy(predict(batch)), pad, batch_size,
+        return predict_sorted(rows, predict, pad, batch_size,
                               show_progress_bar, unit)
 
     def trainer(self):

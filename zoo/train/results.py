@@ -20,7 +20,8 @@ def versions():
     import keras
 
     out = {"python": sys.version.split()[0], "keras_backend": keras.backend.backend()}
-    for name in ("zoo", "keras", "keras-hub", "tensorflow", "jax", "numpy", "tokenizers", "scipy", "torch"):
+    for name in ("zoo", "keras", "keras-hub", "tensorflow", "jax", "numpy", "tokenizers", "scipy", "torch",
+                 "onnxruntime", "openvino"):
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
