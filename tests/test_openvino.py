@@ -115,8 +115,8 @@ def test_openvino_int8_of_the_shipped_preset():
     light = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="openvino-int8")
     np.testing.assert_array_equal(light.encode(texts), vectors)
     np.testing.assert_allclose(np.stack([light.encode(t) for t in texts[:20]]), vectors[:20], atol=1e-6)
-    cosines = np.sum(vectors * encoder.encode(texts, precision="fp32"), axis=1)
-    assert cosines.min() > 0.999 and cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())
+    cosines = np.sum(vectors * encoder.encode(texts, precision="fp32"), axis=1)  # the attention in int8 too: a
+    assert cosines.min() > 0.995 and 0.999 < cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())  # bit further
     hint = light._runner.session._request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT")
     assert str(hint) == "<Type: 'float32'>", hint  # float parts in float32 on every CPU, bf16 or not
     source = encoder.vector_source("openvino-int8")
@@ -130,6 +130,10 @@ def test_openvino_int8_of_the_shipped_preset():
     zero_points = [i for i in quantized.graph.initializer if i.name.endswith("zero_point")]
     assert zero_points and all(i.data_type == onnx.TensorProto.INT8 and not onnx.numpy_helper.to_array(i).any()
                                for i in zero_points)  # symmetric int8 activations and weights
+    made_by = {o: n.op_type for n in quantized.graph.node for o in n.output}
+    products = [n for n in quantized.graph.node if n.op_type == "MatMul"]
+    assert len(products) == 4 * 6 + 1  # per layer QKV, scores, context, output, FFN in and out; the pooling
+    assert all(made_by.get(i) == "DequantizeLinear" for n in products for i in n.input)  # every product in int8
 
 
 def test_light_runtime_runs_openvino_without_the_backend(tmp_path):

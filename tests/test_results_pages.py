@@ -271,3 +271,19 @@ def test_int8_ceiling_counts_an_encoders_work_on_padded_sorted_batches():
     texts = ["a" * n for n in range(1, 131)]  # 130 texts: batches of 64, 64, 2 once sorted
     padded = bench.batch_lengths(Pieces, texts, maxlen=100)
     assert len(padded) == 130 and list(np.unique(padded)) == [66, 100]  # 64+2 tokens; the rest cut at maxlen
+
+
+def test_the_speed_block_names_zoos_fastest_system_in_batches_and_for_one_sentence(copy):
+    """Per model: zoo's system with the best ratio to sentence-transformers' fastest at batch 64, and the one with
+    the lowest one-sentence latency (the two may differ: OpenVINO leads in batches, ONNX Runtime for one text)."""
+    tool = load_tool()
+    path = copy / "bench" / "results" / "inference.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    model = next(iter(data["models"].values()))
+    batched, single = [k for k in model["sentences_per_second"] if k.startswith("zoo_")][:2]
+    model["speed_vs_best_st"][batched] = 9.87
+    model["latency_batch1"][single]["median_ms"] = 0.01
+    path.write_text(json.dumps(data), encoding="utf-8")
+    text = tool.block_inference(tool.Sources(copy))
+    assert f"zoo's fastest system in batches is `{batched[4:]}`" in text and "9.87x sentence-transformers'" in text
+    assert f"for one sentence `{single[4:]}` (0.01 ms" in text

@@ -233,6 +233,15 @@ def block_inference(src, arg=None):
                 f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence "
                 f"in {latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed "
                 f"of its fastest ({fastest_latency}, {m['latency_batch1'][fastest_latency]['median_ms']:.2f} ms).")
+            own = [k for k in m["sentences_per_second"] if k.startswith("zoo_")]
+            batched = max(own, key=m["speed_vs_best_st"].get)
+            single = min(own, key=lambda k: m["latency_batch1"][k]["median_ms"])
+            single_ms = m["latency_batch1"][single]["median_ms"]
+            lines.append(
+                f"  zoo's fastest system in batches is `{batched[4:]}` ({count(m['sentences_per_second'][batched])} "
+                f"sentences/s, {f2(m['speed_vs_best_st'][batched])}x sentence-transformers' fastest), and for one "
+                f"sentence `{single[4:]}` ({single_ms:.2f} ms, "
+                f"{f2(m['latency_batch1'][fastest_latency]['median_ms'] / single_ms)}x the speed of its fastest).")
         flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
         out.append(f"Measured side by side on 2 CPU cores with {', '.join(flags)} (interleaved rounds, medians):\n\n"
                    + "\n".join(lines) + "\n\n" + source(f"bench/results/{run}.json"))

@@ -55,8 +55,8 @@ def require_onnx():
 
 CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
 QUANTIZATION = "static-qdq-minmax-3"  # what int8 means; part of the cache key
-# what openvino-int8 means (part of its cache key): the standard-op graph, symmetric int8 activations
-OPENVINO_QUANTIZATION = "standard-ops-1/static-qdq-s8s8-minmax-1"
+# what openvino-int8 means (part of its cache key): the standard-op graph, symmetric int8 activations, every product
+OPENVINO_QUANTIZATION = "standard-ops-1/static-qdq-s8s8-every-matmul-minmax-1"
 CALIBRATION_BATCH = 32
 
 
@@ -95,13 +95,15 @@ def with_contrib_output_types(graph):
     return graph
 
 
-def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False):
+def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False, every_product=False):
     """int8 version of the fused graph file ``source`` at ``target``: ONNX Runtime static (QDQ)
     quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
     ``calibration_batches`` -- for every product of an activation with a weight matrix (the pooling's products of
     hidden states, and the attention, stay float). Fixed scales make each text's vector independent of the texts
     that share its batch (dynamic quantization's per-batch scales do not). ``symmetric``: int8 activations with
-    a zero point of 0 (what OpenVINO's int8 kernels run fastest; ONNX Runtime's x86 kernels prefer uint8)."""
+    a zero point of 0 (what OpenVINO's int8 kernels run fastest; ONNX Runtime's x86 kernels prefer uint8).
+    ``every_product``: the attention's and the pooling's products too (OpenVINO runs them in int8; ONNX Runtime's
+    fused Attention has no static int8 form)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -115,7 +117,7 @@ def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False):
 
     graph = onnx.load(os.fspath(source))
     weights = {w.name for w in graph.graph.initializer}
-    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and (every_product or n.input[1] in weights)]
     with tempfile.TemporaryDirectory() as tmp:
         typed = os.path.join(tmp, "typed.onnx")
         onnx.save(with_contrib_output_types(graph), typed)
@@ -491,8 +493,9 @@ def int8_graph(folder, info, tokenizer, precision="int8"):
 
         source = os.path.join(tmp, "standard.onnx")
         onnx.save(standard_graph(onnx.load(fp32)), source)
+    openvino = precision == "openvino-int8"
     quantize(source, os.path.join(tmp, name), tokenizer, encoder["maxlen"], pairs=encoder.get("output") == "score",
-             symmetric=precision == "openvino-int8")
+             symmetric=openvino, every_product=openvino)
     if source != fp32:
         os.remove(source)
     write_json_atomic(os.path.join(tmp, GRAPH_INFO), {"from": fp32, "files": file_manifest(tmp)})
