@@ -146,9 +146,10 @@ def test_served_vectors_are_batch_and_api_independent(server, encoder):
     require_module("tensorflow_serving.apis", "pip install tensorflow-serving-api")
     apis = {"rest": rest, "grpc": grpc, "openai": openai}
     memos = {name: {} for name in SERVED}
-    for name, precision in SERVED.items():  # the served vectors are encode's at the export's precision
-        texts = ["今天天气很好", "hello world 中国", "好" * 50]
-        assert worst(rest(server, name, texts), encoder.encode(texts, precision=precision)) <= 1e-5, name
+    for name, precision in SERVED.items():  # the served vectors are encode's at the export's precision (bf16:
+        texts = ["今天天气很好", "hello world 中国", "好" * 50]  # within its rounding across shapes -- encode pads
+        bound = BOUNDS["bf16"] if precision == "bf16" else 1e-5  # to a multiple of 8 for XLA, the server does not)
+        assert worst(rest(server, name, texts), encoder.encode(texts, precision=precision)) <= bound, name
     largest = dict.fromkeys(SERVED, 0.0)
 
     @PROPERTY
