@@ -285,5 +285,6 @@ def test_the_speed_block_names_zoos_fastest_system_in_batches_and_for_one_senten
     model["latency_batch1"][single]["median_ms"] = 0.01
     path.write_text(json.dumps(data), encoding="utf-8")
     text = tool.block_inference(tool.Sources(copy))
-    assert f"zoo's fastest system in batches is `{batched[4:]}`" in text and "9.87x sentence-transformers'" in text
-    assert f"for one sentence `{single[4:]}` (0.01 ms" in text
+    assert f"zoo's fastest system in batches is {tool.system_label(batched)}" in text and "9.87x sentence-" in text
+    assert f"for one sentence {tool.system_label(single)} (0.01 ms" in text
+    assert tool.system_label("zoo_light_int8") == "`int8` on the light runtime" and tool.system_label("zoo_int8") == "`int8`"

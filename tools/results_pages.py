@@ -238,14 +238,21 @@ def block_inference(src, arg=None):
             single = min(own, key=lambda k: m["latency_batch1"][k]["median_ms"])
             single_ms = m["latency_batch1"][single]["median_ms"]
             lines.append(
-                f"  zoo's fastest system in batches is `{batched[4:]}` ({count(m['sentences_per_second'][batched])} "
-                f"sentences/s, {f2(m['speed_vs_best_st'][batched])}x sentence-transformers' fastest), and for one "
-                f"sentence `{single[4:]}` ({single_ms:.2f} ms, "
+                f"  zoo's fastest system in batches is {system_label(batched)} "
+                f"({count(m['sentences_per_second'][batched])} sentences/s, {f2(m['speed_vs_best_st'][batched])}x "
+                f"sentence-transformers' fastest), and for one sentence {system_label(single)} ({single_ms:.2f} ms, "
                 f"{f2(m['latency_batch1'][fastest_latency]['median_ms'] / single_ms)}x the speed of its fastest).")
         flags = sorted({f for m in data["models"].values() for f in m["cpu_flags"]})
         out.append(f"Measured side by side on 2 CPU cores with {', '.join(flags)} (interleaved rounds, medians):\n\n"
                    + "\n".join(lines) + "\n\n" + source(f"bench/results/{run}.json"))
     return "\n".join(out)
+
+
+def system_label(name):
+    """A zoo system of bench_inference.py as prose: ``zoo_int8`` -> `int8`, ``zoo_light_int8`` -> `int8` on the
+    light runtime."""
+    precision = name[len("zoo_"):]
+    return f"`{precision[6:]}` on the light runtime" if precision.startswith("light_") else f"`{precision}`"
 
 
 CHART_STYLE = 2  # raise it when a drawing changes: every chart then gets a new name and is drawn again
