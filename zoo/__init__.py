@@ -36,8 +36,8 @@ _DEPRECATED = {
 }
 _SUBMODULES = ("attention_masks", "augment", "autotune", "backbone", "backbones", "checkpoints", "cli", "config", "corpus", "data",
                "distribute", "encoding", "errors", "evaluation", "export", "fingerprints", "fused_onnx", "generation", "heads", "inference", "jobs",
-               "lexical", "logs", "losses", "milvus_index", "models", "onnx_graphs", "paths", "pooling", "presets",
-               "pretraining_data", "retrieval", "rotary", "serving", "tokenizer", "train", "vector_index", "vectors")
+               "lexical", "logs", "losses", "milvus_index", "models", "onnx_graphs", "openvino_engine", "paths", "pooling", "presets",
+               "pretraining_data", "retrieval", "rotary", "serving", "standard_onnx", "tokenizer", "train", "vector_index", "vectors")
 
 
 def __getattr__(name):
