@@ -52,12 +52,12 @@ def predict_sorted(rows, predict, pad, batch_size=64, show_progress_bar=None, un
                 out.append(np.zeros((len(rows),) + values.shape[1:], dtype="float32"))
         out[0][index] = values
 
-    submit = getattr(predict, "submit", None) if len(rows) > batch_size else None
-    submit = submit or (lambda batch, done: done(predict(batch)))
+    queued = getattr(predict, "submit", None) if len(rows) > batch_size else None
+    submit = queued or (lambda batch, done: done(predict(batch)))
     for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
         index = order[start:start + batch_size]
         submit(pad([rows[i] for i in index]), functools.partial(store, index))
-    if hasattr(predict, "wait"):
+    if queued:
         predict.wait()
     return out[0] if out else None
 

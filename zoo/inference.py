@@ -9,8 +9,8 @@
   weights per output channel and uint8 activations for every matrix product, with fixed scales calibrated on texts
   shipped with zoo, so a text's vector does not depend on the texts in its batch).
 - ``openvino-int8``: the same quantization (int8 activations symmetric, the attention's products included) of the
-  fused graph rewritten with standard ops, run by OpenVINO (``zoo.openvino_engine``; ``pip install 'zoo[openvino]'``): faster than ONNX Runtime's
-  int8 on machines with AVX-512 VNNI in batches, and it runs several batches at once.
+  fused graph rewritten with standard ops, run by OpenVINO (``zoo.openvino_engine``, extra ``openvino``): faster
+  than ONNX Runtime's int8 in batches on machines with AVX-512 VNNI, and it runs several batches at once.
 - ``auto`` (the default), lossless: never changes a vector beyond float32 rounding. ``onnx-fp32`` where ONNX
   Runtime is installed, the model has a fused graph and that graph's outputs were measured within
   ``PARITY_TOLERANCE`` of the Keras model's when it was written (``zoo.onnx_graphs.parity``); Keras fp32
@@ -47,26 +47,16 @@ _warned = set()
 class Runner:
     """A callable batch dict -> output array at one precision. ``bucketed``: batches are padded to a multiple of
     ``zoo.tokenizer.BUCKET`` (XLA compiles one program per shape; ONNX Runtime takes any length as it is).
-    ``submit`` / ``wait``: ``fn``'s (a ``zoo.onnx_graphs.GraphRunner``: batches queued to the engine), else each
-    batch run at once."""
+    ``submit`` / ``wait``: ``fn``'s where it has them (a ``zoo.onnx_graphs.GraphRunner``), else None."""
 
     def __init__(self, fn, precision, bucketed):
         self.fn, self.precision, self.bucketed = fn, precision, bucketed
+        self.submit, self.wait = getattr(fn, "submit", None), getattr(fn, "wait", None)
 
     def __call__(self, batch):
         import keras
 
         return keras.ops.convert_to_numpy(self.fn(batch))
-
-    def submit(self, batch, done):
-        if hasattr(self.fn, "submit"):
-            self.fn.submit(batch, done)
-        else:
-            done(self(batch))
-
-    def wait(self):
-        if hasattr(self.fn, "wait"):
-            self.fn.wait()
 
 
 def cpu_flags():
