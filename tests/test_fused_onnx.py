@@ -18,7 +18,7 @@ from zoo import autotune, inference, onnx_graphs
 
 ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
 onnx = require_module("onnx", "pip install 'zoo[onnx]'")
-from zoo.fused_onnx import fused_graph  # noqa: E402
+from zoo.fused_onnx import fused_graph, unfused_qkv  # noqa: E402
 from zoo.openvino_engine import openvino_available  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,6 +81,9 @@ def test_sentence_encoder_graph_equals_keras(pooling, activation):
     assert ("MultiHeadAttention" in ops_of(graph)) == (pooling in ("cls", "pooler"))
     served = run_graph(fused_graph(encoder, served=True), BATCH)
     np.testing.assert_allclose(served, want / np.linalg.norm(want, axis=1, keepdims=True), atol=TOLERANCE)
+    unfused = unfused_qkv(graph)  # what int8 quantizes: the Q, K, V product outside Attention, the same result
+    assert "Attention" not in ops_of(unfused) and "MultiHeadAttention" in ops_of(unfused)
+    assert np.abs(run_graph(unfused, BATCH) - want).max() <= TOLERANCE
 
 
 @pytest.mark.parametrize("head,zero_segments", [("softmax", False), ("cosent", False), ("softmax", True)])
@@ -89,6 +92,7 @@ def test_cross_encoder_graph_equals_keras(head, zero_segments):
     want = np.asarray(scorer.predict_on_batch(
         {**BATCH, "segment_ids": np.zeros_like(BATCH["segment_ids"])} if zero_segments else BATCH))
     assert np.abs(run_graph(fused_graph(scorer), BATCH) - want).max() <= TOLERANCE
+    assert np.abs(run_graph(unfused_qkv(fused_graph(scorer)), BATCH) - want).max() <= TOLERANCE
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
     ids = TOKENIZER([a for a, _ in pairs], [b for _, b in pairs], maxlen=32)  # segments 0/1: zeroed in the graph
     np.testing.assert_allclose(run_graph(fused_graph(scorer, served=True), ids),
@@ -124,7 +128,8 @@ def lcqmc_texts(n):
 @pytest.mark.slow
 def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     """zoo-embed-zh-L4 (first-last-avg) on 1,000 LCQMC test texts: the fused graph equals Keras within 1e-4 (raw
-    vectors); int8 multiplies by every weight matrix in int8 with fixed scales, close to fp32 but not equal."""
+    vectors); int8 multiplies by every weight matrix (the Q, K, V projections included) in int8 with fixed scales,
+    close to fp32 but not equal."""
     encoder = zoo.from_preset("zoo-embed-zh-L4")
     texts = lcqmc_texts(1000)
     rows = [encoder.tokenizer.assemble(p, None, encoder.maxlen) for p in encoder.tokenizer.piece_ids(texts)]
@@ -137,7 +142,7 @@ def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     int8_file = Path(onnx_graphs.graph_path(encoder, "int8"))  # quantized from the shipped fp32 graph, cached
     assert {"EmbedLayerNormalization", "SkipLayerNormalization", "QuantizeLinear"} <= ops_of(onnx.load(str(int8_file)))
     products = weight_products(int8_file)
-    assert len(products) == 4 * 3 and all(products.values()), products  # output, FFN in and out per layer
+    assert len(products) == 4 * 4 and all(products.values()), products  # Q/K/V, output, FFN in and out per layer
 
 
 def tiny_encoder(seed=3, pooling="mean"):

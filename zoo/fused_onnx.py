@@ -150,6 +150,30 @@ def fused_graph(model, served=False):
     return onnx_model
 
 
+def unfused_qkv(graph):
+    """``graph`` (an ``onnx.ModelProto`` written here) with each ``Attention`` node split into its [H, 3H] product
+    (a plain MatMul) and ``MultiHeadAttention`` on the Q, K, V it gives (with the bias and mask) -- the form the
+    first-token-only layer already has. The same arithmetic (float32 rounding apart); what the int8 quantizer
+    needs to run the Q, K, V products in int8, since ONNX Runtime's ``Attention`` has no static int8 form."""
+    from onnx import helper
+
+    g = _Graph(prefix="unfused_")
+    for node in graph.graph.node:
+        if node.op_type != "Attention" or node.domain != "com.microsoft":
+            g.nodes.append(node)
+            continue
+        x, kernel, bias, mask = node.input[:4]
+        query, key, value = g.op("Split", [g.op("MatMul", [x, kernel])], outputs=3, axis=2)
+        g.nodes.append(helper.make_node("MultiHeadAttention", [query, key, value, bias, mask], list(node.output),
+                                        name=node.name, domain="com.microsoft", **{
+                                            a.name: helper.get_attribute_value(a) for a in node.attribute}))
+    new = helper.make_graph(g.nodes, graph.graph.name, graph.graph.input, graph.graph.output,
+                            list(graph.graph.initializer) + g.initializers)
+    model = helper.make_model(new, producer_name=graph.producer_name, opset_imports=graph.opset_import)
+    model.ir_version = graph.ir_version
+    return model
+
+
 def _layer(g, arrays, prefix, x, mask, backbone, eps, first_token_only):
     """One post-LayerNorm transformer layer on ``x`` [B, T, H] -> [B, T, H] (or [B, 1, H]: position 0 only)."""
     w = {k[len(prefix) + 1:]: v for k, v in arrays.items() if k.startswith(prefix + "/")}

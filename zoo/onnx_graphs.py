@@ -54,7 +54,7 @@ def require_onnx():
 
 
 CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
-QUANTIZATION = "static-qdq-minmax-3"  # what int8 means; part of the cache key
+QUANTIZATION = "static-qdq-minmax-qkv-4"  # what int8 means; part of the cache key
 # what openvino-int8 means (part of its cache key): the standard-op graph, symmetric int8 activations, every product
 OPENVINO_QUANTIZATION = "standard-ops-1/static-qdq-s8s8-every-matmul-minmax-1"
 CALIBRATION_BATCH = 32
@@ -98,12 +98,13 @@ def with_contrib_output_types(graph):
 def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False, every_product=False):
     """int8 version of the fused graph file ``source`` at ``target``: ONNX Runtime static (QDQ)
     quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
-    ``calibration_batches`` -- for every product of an activation with a weight matrix (the pooling's products of
-    hidden states, and the attention, stay float). Fixed scales make each text's vector independent of the texts
-    that share its batch (dynamic quantization's per-batch scales do not). ``symmetric``: int8 activations with
-    a zero point of 0 (what OpenVINO's int8 kernels run fastest; ONNX Runtime's x86 kernels prefer uint8).
-    ``every_product``: the attention's and the pooling's products too (OpenVINO runs them in int8; ONNX Runtime's
-    fused Attention has no static int8 form)."""
+    ``calibration_batches`` -- for every product of an activation with a weight matrix, the Q, K, V projections
+    included (taken out of the fused ``Attention``, which has no static int8 form: ``zoo.fused_onnx.unfused_qkv``);
+    the attention's scores and the pooling's products of hidden states stay float. Fixed scales make each text's
+    vector independent of the texts that share its batch (dynamic quantization's per-batch scales do not).
+    ``symmetric``: int8 activations with a zero point of 0 (what OpenVINO's int8 kernels run fastest; ONNX
+    Runtime's x86 kernels prefer uint8). ``every_product``: the attention's and the pooling's products too
+    (OpenVINO runs them in int8)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -115,7 +116,9 @@ def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False, ev
         def get_next(self):
             return next(self.batches, None)
 
-    graph = onnx.load(os.fspath(source))
+    from .fused_onnx import unfused_qkv
+
+    graph = unfused_qkv(onnx.load(os.fspath(source)))
     weights = {w.name for w in graph.graph.initializer}
     products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and (every_product or n.input[1] in weights)]
     with tempfile.TemporaryDirectory() as tmp:
