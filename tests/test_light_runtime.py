@@ -192,3 +192,21 @@ main(["serve", "--model", {str(tmp_path / "export/default")!r}, "--port", "{port
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_an_older_zoos_int8_graph_is_not_used(light_env, tmp_path):
+    """A cached graph folder written by an older zoo, found through its preset's link, holds an int8 graph of an
+    older quantization: the light runtime quantizes the fp32 graph again, as the Keras path does."""
+    preset = tmp_path / "preset"
+    shutil.copytree(Path(zoo.paths.PRESETS_DIR) / "zoo-embed-zh-L4", preset, ignore=shutil.ignore_patterns("onnx"))
+    want = zoo.from_preset(preset).encode(TEXTS, precision="int8")  # writes fp32 and int8 into the cache, links
+    folder, info, _ = onnx_graphs.find_graphs(preset)
+    assert info["quantization"] == {"int8": onnx_graphs.QUANTIZATION}
+    beside = os.path.join(folder, onnx_graphs.INT8_GRAPH)
+    assert OnnxEncoder.from_preset(preset, "int8").graph == beside
+    info_path = Path(folder) / onnx_graphs.GRAPH_INFO
+    for older in ({k: v for k, v in info.items() if k != "quantization"}, dict(info, quantization={"int8": "old"})):
+        info_path.write_text(json.dumps(older))
+        light = OnnxEncoder.from_preset(preset, "int8")
+        assert light.graph != beside
+        np.testing.assert_allclose(light.encode(TEXTS), want, atol=1e-5)

@@ -5,7 +5,8 @@ Runtime versions, written atomically and checked against their sha256 when read 
 
 A graph folder holds ``model.onnx`` (float32), ``model.int8.onnx`` where written, and ``info.json``: the sha256
 of each file, what the light runtime needs to encode (``encoder``), the largest difference from the Keras model
-measured when it was written (``parity_max_abs_diff``) and, for a model loaded from a preset, the sha256 of the
+measured when it was written (``parity_max_abs_diff``), the quantization of its int8 graph (``quantization``: an
+older zoo's int8 is not used) and, for a model loaded from a preset, the sha256 of the
 preset's weights file. A shipped preset carries its folder as ``PRESET/onnx/``; another preset finds its cached
 folder through a link (``link_preset``). Light at import: nothing here imports TensorFlow, Keras or JAX at the
 top, and the functions that read graphs (``find_graphs``, ``int8_graph``, ``new_session``) never do."""
@@ -147,7 +148,8 @@ def write_graphs(model, folder):
     _, spec, _ = describe(model)
     quantize(fp32, os.path.join(folder, INT8_GRAPH), model.tokenizer, model.maxlen, spec.pairs)
     return {"format": "zoo-fused-onnx", "model": type(model).__name__, "encoder": encoder_record(model),
-            "parity_max_abs_diff": parity(model, fp32), "parity_texts": len(PARITY_TEXTS)}
+            "parity_max_abs_diff": parity(model, fp32), "parity_texts": len(PARITY_TEXTS),
+            "quantization": {"int8": QUANTIZATION}}
 
 
 def parity(model, graph):
@@ -465,17 +467,17 @@ def export_info(manifest):
 
 
 def int8_graph(folder, info, tokenizer, precision="int8"):
-    """The ``precision`` ("int8" or "openvino-int8") graph of the fp32 graph in ``folder``: shipped beside it,
-    or quantized once into zoo's cache (``quantize``, calibrated on the texts shipped with zoo; openvino-int8 from
+    """The ``precision`` ("int8" or "openvino-int8") graph of the fp32 graph in ``folder``: written beside it with
+    today's quantization (``info["quantization"]``; a folder written by an older zoo holds an older int8), or
+    quantized once into zoo's cache (``quantize``, calibrated on the texts shipped with zoo; openvino-int8 from
     the fused graph rewritten with standard ops, ``zoo.standard_onnx``) -> path."""
     name = ONNX_FILES[precision]
-    beside = os.path.join(folder, name)
-    if name in info.get("files", {}):
+    scheme = QUANTIZATION if precision == "int8" else OPENVINO_QUANTIZATION
+    if name in info.get("files", {}) and (info.get("quantization") or {}).get(precision) == scheme:
         check_manifest(folder, {name: info["files"][name]}, GRAPH_INFO)
-        return beside
+        return os.path.join(folder, name)
     fp32 = os.path.join(folder, FP32_GRAPH)
     encoder = info["encoder"]
-    scheme = QUANTIZATION if precision == "int8" else OPENVINO_QUANTIZATION
     key = hashlib.sha256(json.dumps([sha256_of(fp32), scheme, encoder["maxlen"]]).encode()).hexdigest()
     target = cache_dir("onnx", precision, key[:40])
     graph = os.path.join(target, name)
