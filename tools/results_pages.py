@@ -214,6 +214,13 @@ INFERENCE_RUNS = ("inference", "inference_avx2")  # bench_inference.py's results
 MATMUL_RUNS = ("matmul_avx512_vnni", "matmul")  # bench_matmul.py's, on an AVX-512 VNNI and an AVX2-only host
 
 
+def fastest_systems(model, prefix):
+    """(fastest at batch 64, fastest for one sentence) among a model's systems named ``prefix``..."""
+    names = [k for k in model["sentences_per_second"] if k.startswith(prefix)]
+    return (max(names, key=model["speed_vs_best_st"].get),
+            min(names, key=lambda k: model["latency_batch1"][k]["median_ms"]))
+
+
 def block_inference(src, arg=None):
     """Per CPU and model of the bench/results/inference*.json files: what precision fastest picks, and that path against
     transformers fp32 and the best sentence-transformers backend, in throughput (batch 64) and one-sentence latency."""
@@ -223,9 +230,7 @@ def block_inference(src, arg=None):
         lines = []
         for name, m in data["models"].items():
             pick = "zoo_" + (m.get("fastest") or m["auto"])["record"]["choice"]  # "auto": measured before it was lossless
-            st = [k for k in m["sentences_per_second"] if k.startswith("st_")]
-            best_st = max(st, key=m["speed_vs_best_st"].get)
-            fastest_latency = min(st, key=lambda k: m["latency_batch1"][k]["median_ms"])
+            best_st, fastest_latency = fastest_systems(m, "st_")
             latency = m["latency_batch1"][pick]["median_ms"]
             lines.append(
                 f"- {model_label(name)}: `fastest` picks `{pick[4:]}`: {count(m['sentences_per_second'][pick])} "
@@ -233,9 +238,7 @@ def block_inference(src, arg=None):
                 f"{f2(m['speed_vs_best_st'][pick])}x sentence-transformers' fastest backend ({best_st}); one sentence "
                 f"in {latency:.2f} ms, {f2(m['latency_batch1'][fastest_latency]['median_ms'] / latency)}x the speed "
                 f"of its fastest ({fastest_latency}, {m['latency_batch1'][fastest_latency]['median_ms']:.2f} ms).")
-            own = [k for k in m["sentences_per_second"] if k.startswith("zoo_")]
-            batched = max(own, key=m["speed_vs_best_st"].get)
-            single = min(own, key=lambda k: m["latency_batch1"][k]["median_ms"])
+            batched, single = fastest_systems(m, "zoo_")
             single_ms = m["latency_batch1"][single]["median_ms"]
             lines.append(
                 f"  zoo's fastest system in batches is {system_label(batched)} "
