@@ -199,9 +199,10 @@ def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_cache,
 
 
 def test_auto_rules(monkeypatch):
-    encoder = tiny_encoder(seed=4)
+    encoder = tiny_encoder(seed=5)  # a random model: its probe Spearman moves by tenths for a 1e-4 cosine change
     record = autotune.measure(encoder)
     # int8 is close on the probe: all are timed (OpenVINO's int8 too where it is installed)
+    assert all(record["spearman"]["onnx-fp32"] - s <= autotune.MAX_SPEARMAN_LOSS for s in record["spearman"].values())
     assert set(record["seconds"]) == {"fp32", "onnx-fp32", "int8"} | OPENVINO
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)  # the fastest
     # on the whole workload: the probe rows in batches, then some of them one at a time

@@ -52,6 +52,10 @@ def test_standard_graph_equals_the_fused_graph(pooling, activation):
     assert {"LayerNormalization", "Softmax"} <= ops_of(standard)
     assert ("Erf" in ops_of(standard)) == (activation == "gelu") and ("Tanh" in ops_of(standard)) == (
         activation == "gelu_new")
+    splits = [sum(n.op_type == "Split" for n in g.graph.node) for g in (standard, fused)]
+    assert splits[0] == splits[1] == (pooling == "cls"), splits  # Attention's Q, K, V: three products, no Split
+    used = {i for n in standard.graph.node for i in n.input}
+    assert all(w.name in used for w in standard.graph.initializer)  # the fused [H, 3H] kernels are not kept
     want = np.asarray(encoder.predict_on_batch(BATCH))
     np.testing.assert_allclose(run_graph(standard, BATCH), run_graph(fused, BATCH), atol=TOLERANCE)
     np.testing.assert_allclose(run_graph(standard, BATCH), want, atol=TOLERANCE)
@@ -131,9 +135,11 @@ def test_openvino_int8_of_the_shipped_preset():
     assert zero_points and all(i.data_type == onnx.TensorProto.INT8 and not onnx.numpy_helper.to_array(i).any()
                                for i in zero_points)  # symmetric int8 activations and weights
     made_by = {o: n.op_type for n in quantized.graph.node for o in n.output}
+    used_by = {i: n.op_type for n in quantized.graph.node for i in n.input}
     products = [n for n in quantized.graph.node if n.op_type == "MatMul"]
-    assert len(products) == 4 * 6 + 1  # per layer QKV, scores, context, output, FFN in and out; the pooling
+    assert len(products) == 4 * 8 + 1  # per layer Q, K, V, scores, context, output, FFN in and out; the pooling
     assert all(made_by.get(i) == "DequantizeLinear" for n in products for i in n.input)  # every product in int8
+    assert not any(used_by.get(n.output[0]) == "QuantizeLinear" for n in products)  # its output float (fused on)
 
 
 def test_light_runtime_runs_openvino_without_the_backend(tmp_path):

@@ -56,8 +56,9 @@ def require_onnx():
 
 CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
 QUANTIZATION = "static-qdq-minmax-qkv-4"  # what int8 means; part of the cache key
-# what openvino-int8 means (part of its cache key): the standard-op graph, symmetric int8 activations, every product
-OPENVINO_QUANTIZATION = "standard-ops-1/static-qdq-s8s8-every-matmul-minmax-1"
+# what openvino-int8 means (part of its cache key): the standard-op graph (Q, K, V as three products), symmetric
+# int8 activations, the inputs of every product quantized (their outputs float)
+OPENVINO_QUANTIZATION = "standard-ops-2/static-qdq-s8s8-every-matmul-inputs-minmax-2"
 CALIBRATION_BATCH = 32
 
 
@@ -96,16 +97,17 @@ def with_contrib_output_types(graph):
     return graph
 
 
-def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False, every_product=False):
+def quantize(source, target, tokenizer, maxlen, pairs=False, openvino=False):
     """int8 version of the fused graph file ``source`` at ``target``: ONNX Runtime static (QDQ)
     quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
     ``calibration_batches`` -- for every product of an activation with a weight matrix, the Q, K, V projections
     included (taken out of the fused ``Attention``, which has no static int8 form: ``zoo.fused_onnx.unfused_qkv``);
     the attention's scores and the pooling's products of hidden states stay float. Fixed scales make each text's
     vector independent of the texts that share its batch (dynamic quantization's per-batch scales do not).
-    ``symmetric``: int8 activations with a zero point of 0 (what OpenVINO's int8 kernels run fastest; ONNX
-    Runtime's x86 kernels prefer uint8). ``every_product``: the attention's and the pooling's products too
-    (OpenVINO runs them in int8)."""
+    ``openvino``: OpenVINO's form -- int8 activations with a zero point of 0 (ONNX Runtime's x86 kernels prefer
+    uint8); the attention's and the pooling's products quantized too; only the products' inputs quantized, their
+    outputs left in float, so that OpenVINO runs a product, its bias, its GELU and the next product's
+    quantization as one kernel (quantized outputs are what ONNX Runtime's QLinearMatMul needs instead)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -121,17 +123,18 @@ def quantize(source, target, tokenizer, maxlen, pairs=False, symmetric=False, ev
 
     graph = unfused_qkv(onnx.load(os.fspath(source)))
     weights = {w.name for w in graph.graph.initializer}
-    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and (every_product or n.input[1] in weights)]
+    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and (openvino or n.input[1] in weights)]
     with tempfile.TemporaryDirectory() as tmp:
         typed = os.path.join(tmp, "typed.onnx")
         onnx.save(with_contrib_output_types(graph), typed)
         with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give root a handler
             quantize_static(typed, os.fspath(target), Reader(), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
+                            activation_type=QuantType.QInt8 if openvino else QuantType.QUInt8,
                             weight_type=QuantType.QInt8, per_channel=True,
                             op_types_to_quantize=["MatMul"], nodes_to_quantize=products,
                             calibrate_method=CalibrationMethod.MinMax,
-                            extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
+                            extra_options={"ActivationSymmetric": openvino, "WeightSymmetric": True,
+                                           "OpTypesToExcludeOutputQuantization": ["MatMul"] if openvino else []})
     return target
 
 
@@ -498,9 +501,8 @@ def int8_graph(folder, info, tokenizer, precision="int8"):
 
         source = os.path.join(tmp, "standard.onnx")
         onnx.save(standard_graph(onnx.load(fp32)), source)
-    openvino = precision == "openvino-int8"
     quantize(source, os.path.join(tmp, name), tokenizer, encoder["maxlen"], pairs=encoder.get("output") == "score",
-             symmetric=openvino, every_product=openvino)
+             openvino=precision == "openvino-int8")
     if source != fp32:
         os.remove(source)
     write_json_atomic(os.path.join(tmp, GRAPH_INFO), {"from": fp32, "files": file_manifest(tmp)})

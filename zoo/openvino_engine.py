@@ -1,6 +1,7 @@
 """OpenVINO as the engine of precision ``openvino-int8``: zoo's fused graph rewritten with standard ops
 (``zoo.standard_onnx``), quantized by ONNX Runtime's static QDQ quantizer with symmetric int8 activations, every
-matrix product included (the attention's too: ``zoo.onnx_graphs.quantize``), compiled by OpenVINO's CPU plugin, which runs its products as int8 kernels.
+matrix product's inputs included (the attention's too; the outputs stay float and fuse into the product's kernel:
+``zoo.onnx_graphs.quantize``), compiled by OpenVINO's CPU plugin, which runs its products as int8 kernels.
 
 On machines where OpenVINO's int8 kernels are faster than ONNX Runtime's (AVX-512 VNNI, measured in
 bench/results/inference.json), ``fastest`` picks it (``zoo.autotune``). Its float parts run in float32 on every

@@ -5,8 +5,9 @@ Each contrib op is replaced by the standard ops it stands for -- the same arithm
 fused graph within float32 rounding (tests/test_openvino.py):
 
 - ``EmbedLayerNormalization``: Gather of the word (and segment) rows, the first T position rows, LayerNormalization;
-- ``Attention`` / ``MultiHeadAttention``: the biased Q, K, V products, heads, scaled scores with -10000 on padded
-  keys, Softmax, the weighted values;
+- ``Attention`` / ``MultiHeadAttention``: the biased Q, K, V products (three products of the hidden states, not one
+  of three times the width and a Split: OpenVINO runs each as one int8 kernel with its bias), heads, scaled
+  scores with -10000 on padded keys, Softmax, the weighted values;
 - ``SkipLayerNormalization``: LayerNormalization(x + bias + skip);
 - ``BiasGelu`` / ``FastGelu``: the erf and tanh forms of GELU on x + bias.
 
@@ -42,8 +43,9 @@ def standard_graph(fused):
         result = _REWRITES[node.op_type](g, list(node.input), attrs,
                                          lambda name: numpy_helper.to_array(weights[name]))
         g.op("Identity", [result], outputs=[node.output[0]])
+    used = {name for n in g.nodes for name in n.input}  # the fused Q, K, V kernels are replaced
     graph = helper.make_graph(g.nodes, fused.graph.name, fused.graph.input, fused.graph.output,
-                              list(fused.graph.initializer) + g.initializers)
+                              [w for w in list(fused.graph.initializer) + g.initializers if w.name in used])
     opsets = [o for o in fused.opset_import if o.domain not in ("com.microsoft",)]
     model = helper.make_model(graph, producer_name="zoo", opset_imports=opsets)
     model.ir_version = fused.ir_version
@@ -85,9 +87,10 @@ def _attend(g, query, key, value, mask, heads, hidden):
 
 def _attention(g, inputs, attrs, array):
     x, kernel, bias, mask = inputs[:4]
-    hidden = array(kernel).shape[0]
-    qkv = g.op("Add", [g.op("MatMul", [x, kernel]), bias])
-    q, k, v = g.op("Split", [qkv, g.const("split", np.array([hidden] * 3, "int64"))], outputs=3, axis=2)
+    w, b = array(kernel), array(bias)
+    hidden = w.shape[0]
+    q, k, v = (g.op("Add", [g.op("MatMul", [x, g.const("kernel", w[:, i * hidden:(i + 1) * hidden])]),
+                            g.const("bias", b[i * hidden:(i + 1) * hidden])]) for i in range(3))
     return _attend(g, q, k, v, mask, attrs["num_heads"], hidden)
 
 
