@@ -295,7 +295,7 @@ def draw_speed_chart(data, path):
     """Per model, a bar per system: sentences/s at batch 64 and one sentence's latency (median ms)."""
     plt = pyplot()
     models = list(data["models"])
-    fig, axes = plt.subplots(len(models), 2, figsize=(11, 0.32 * 16 * len(models) + 1), squeeze=False)
+    fig, axes = plt.subplots(len(models), 2, figsize=(12, 0.32 * 16 * len(models) + 1), squeeze=False)
     colours = {"zoo": "#2b6cb0", "transformers": "#718096", "st": "#dd6b20"}
     for row, name in zip(axes, models):
         m = data["models"][name]
