@@ -9,8 +9,9 @@
   weights per output channel and uint8 activations for every matrix product, with fixed scales calibrated on texts
   shipped with zoo, so a text's vector does not depend on the texts in its batch).
 - ``openvino-int8``: the same quantization (int8 activations symmetric, the attention's products included, the
-  products' outputs left float) of the fused graph rewritten with standard ops, run by OpenVINO (``zoo.openvino_engine``, extra ``openvino``): faster
-  than ONNX Runtime's int8 in batches on machines with AVX-512 VNNI, and it runs several batches at once.
+  products' outputs left float) of the fused graph rewritten with standard ops, run by OpenVINO
+  (``zoo.openvino_engine``, extra ``openvino``): faster than ONNX Runtime's int8 in batches on machines with
+  AVX-512 VNNI, and it runs several batches at once.
 - ``auto`` (the default), lossless: never changes a vector beyond float32 rounding. ``onnx-fp32`` where ONNX
   Runtime is installed, the model has a fused graph and that graph's outputs were measured within
   ``PARITY_TOLERANCE`` of the Keras model's when it was written (``zoo.onnx_graphs.parity``); Keras fp32
