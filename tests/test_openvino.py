@@ -134,11 +134,13 @@ def test_openvino_int8_of_the_shipped_preset():
     zero_points = [i for i in quantized.graph.initializer if i.name.endswith("zero_point")]
     assert zero_points and all(i.data_type == onnx.TensorProto.INT8 and not onnx.numpy_helper.to_array(i).any()
                                for i in zero_points)  # symmetric int8 activations and weights
-    made_by = {o: n.op_type for n in quantized.graph.node for o in n.output}
     used_by = {i: n.op_type for n in quantized.graph.node for i in n.input}
     products = [n for n in quantized.graph.node if n.op_type == "MatMul"]
     assert len(products) == 4 * 8 + 1  # per layer Q, K, V, scores, context, output, FFN in and out; the pooling
-    assert all(made_by.get(i) == "DequantizeLinear" for n in products for i in n.input)  # every product in int8
+    dequantized = {o for n in quantized.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    keys = {n.output[0] for n in quantized.graph.node if n.op_type == "Transpose" and n.input[0] in dequantized}
+    assert all(i in dequantized or i in keys for n in products for i in n.input)  # every product in int8
+    assert sum(i in keys for n in products for i in n.input) == 4  # each layer's keys: transposed after their Q/DQ
     assert not any(used_by.get(n.output[0]) == "QuantizeLinear" for n in products)  # its output float (fused on)
 
 

@@ -56,9 +56,10 @@ def require_onnx():
 
 CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
 QUANTIZATION = "static-qdq-minmax-qkv-4"  # what int8 means; part of the cache key
-# what openvino-int8 means (part of its cache key): the standard-op graph (Q, K, V as three products), symmetric
-# int8 activations, the inputs of every product quantized (their outputs float)
-OPENVINO_QUANTIZATION = "standard-ops-2/static-qdq-s8s8-every-matmul-inputs-minmax-2"
+# what openvino-int8 means (part of its cache key): the standard-op graph (Q, K, V as three products, the keys'
+# transpose after their quantization), symmetric int8 activations, the inputs of every product quantized (their
+# outputs float)
+OPENVINO_QUANTIZATION = "standard-ops-3/static-qdq-s8s8-every-matmul-inputs-minmax-3"
 CALIBRATION_BATCH = 32
 
 
@@ -107,7 +108,8 @@ def quantize(source, target, tokenizer, maxlen, pairs=False, openvino=False):
     ``openvino``: OpenVINO's form -- int8 activations with a zero point of 0 (ONNX Runtime's x86 kernels prefer
     uint8); the attention's and the pooling's products quantized too; only the products' inputs quantized, their
     outputs left in float, so that OpenVINO runs a product, its bias, its GELU and the next product's
-    quantization as one kernel (quantized outputs are what ONNX Runtime's QLinearMatMul needs instead)."""
+    quantization as one kernel (quantized outputs are what ONNX Runtime's QLinearMatMul needs instead); the keys'
+    transpose after their Q/DQ pair (``transposes_after_quantization``)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -135,7 +137,47 @@ def quantize(source, target, tokenizer, maxlen, pairs=False, openvino=False):
                             calibrate_method=CalibrationMethod.MinMax,
                             extra_options={"ActivationSymmetric": openvino, "WeightSymmetric": True,
                                            "OpTypesToExcludeOutputQuantization": ["MatMul"] if openvino else []})
+    if openvino:
+        onnx.save(transposes_after_quantization(onnx.load(os.fspath(target))), os.fspath(target))
     return target
+
+
+def transposes_after_quantization(graph):
+    """``graph`` (a QDQ ModelProto) with each Transpose of the last two axes that is quantized for a product
+    (Transpose -> QuantizeLinear -> DequantizeLinear -> MatMul) moved after its Q/DQ pair, where OpenVINO runs it
+    inside the product (its ``transpose_b``; behind a Q/DQ pair it is a separate copy of the keys). The same
+    arithmetic: a per-tensor scale commutes with a transpose."""
+    from onnx import numpy_helper
+
+    nodes = list(graph.graph.node)
+    made_by = {o: n for n in nodes for o in n.output}
+    users = {}
+    for n in nodes:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    scales = {w.name: numpy_helper.to_array(w) for w in graph.graph.initializer}
+    for product in [n for n in nodes if n.op_type == "MatMul"]:
+        for slot, name in enumerate(product.input):
+            chain = [made_by.get(name)]  # the DequantizeLinear, QuantizeLinear and Transpose before the product
+            while len(chain) < 3 and chain[-1] is not None:
+                chain.append(made_by.get(chain[-1].input[0]))
+            if [getattr(n, "op_type", None) for n in chain] != ["DequantizeLinear", "QuantizeLinear", "Transpose"]:
+                continue
+            _, quantize_, transpose = chain
+            if scales[quantize_.input[1]].size != 1:
+                continue
+            perm = list(next(a.ints for a in transpose.attribute if a.name == "perm"))
+            if perm != list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2] or any(
+                    len(users[o]) != 1 for o in (transpose.output[0], quantize_.output[0], name)):
+                continue
+            quantize_.input[0] = transpose.input[0]
+            transpose.input[0] = name
+            product.input[slot] = transpose.output[0]
+            nodes.remove(transpose)
+            nodes.insert(nodes.index(product), transpose)
+    del graph.graph.node[:]
+    graph.graph.node.extend(nodes)
+    return graph
 
 
 def write_graphs(model, folder):

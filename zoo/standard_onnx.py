@@ -7,7 +7,8 @@ fused graph within float32 rounding (tests/test_openvino.py):
 - ``EmbedLayerNormalization``: Gather of the word (and segment) rows, the first T position rows, LayerNormalization;
 - ``Attention`` / ``MultiHeadAttention``: the biased Q, K, V products (three products of the hidden states, not one
   of three times the width and a Split: OpenVINO runs each as one int8 kernel with its bias), heads, scaled
-  scores with -10000 on padded keys, Softmax, the weighted values;
+  scores with -10000 on padded keys (the keys' transpose of their last two axes an op of its own, which OpenVINO
+  runs inside the scores' product), Softmax, the weighted values;
 - ``SkipLayerNormalization``: LayerNormalization(x + bias + skip);
 - ``BiasGelu`` / ``FastGelu``: the erf and tanh forms of GELU on x + bias.
 
@@ -72,10 +73,9 @@ def _attend(g, query, key, value, mask, heads, hidden):
     scored ``MASKED`` -> [B, Tq, H]."""
     size = hidden // heads
     split = g.const("heads_shape", np.array([0, -1, heads, size], "int64"))
-    q = g.op("Transpose", [g.op("Reshape", [query, split])], perm=[0, 2, 1, 3])
-    k = g.op("Transpose", [g.op("Reshape", [key, split])], perm=[0, 2, 3, 1])
-    v = g.op("Transpose", [g.op("Reshape", [value, split])], perm=[0, 2, 1, 3])
-    scores = g.op("Mul", [g.op("MatMul", [q, k]), g.const("scale", np.array(1 / math.sqrt(size), "float32"))])
+    q, k, v = (g.op("Transpose", [g.op("Reshape", [t, split])], perm=[0, 2, 1, 3]) for t in (query, key, value))
+    keys = g.op("Transpose", [k], perm=[0, 1, 3, 2])  # its own op: OpenVINO runs it inside the product
+    scores = g.op("Mul", [g.op("MatMul", [q, keys]), g.const("scale", np.array(1 / math.sqrt(size), "float32"))])
     keep = g.op("Cast", [mask], to=1)  # float32 [B, T]
     penalty = g.op("Mul", [g.op("Sub", [g.const("one", np.array(1.0, "float32")), keep]),
                            g.const("masked", np.array(MASKED, "float32"))])
