@@ -76,6 +76,38 @@ def test_unknown_contrib_ops_are_named():
         standard_graph(graph)
 
 
+@pytest.mark.parametrize("per_tensor", [True, False])
+def test_transposes_after_quantization_keep_the_arithmetic(per_tensor):
+    """A keys' transpose before its Q/DQ pair moves after it (per-tensor scale) or stays (per-channel scale); the
+    product's result is the same either way."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = np.array(0.05, "float32") if per_tensor else np.linspace(0.03, 0.06, 5).astype("float32")
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("QuantizeLinear", ["kt", "scale", "zero"], ["kq"], axis=3),
+             helper.make_node("DequantizeLinear", ["kq", "scale", "zero"], ["kd"], axis=3),
+             helper.make_node("MatMul", ["q", "kd"], ["scores"])]
+    zero = np.zeros(scale.shape, "int8")
+    graph = helper.make_graph(nodes, "keys", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 5, 4])
+                                              for n in ("q", "k")],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(zero, "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {n: np.random.default_rng(i).normal(size=(1, 2, 5, 4)).astype("float32") for i, n in enumerate("qk")}
+
+    def run(m):
+        return onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+    want = run(model)[0]
+    moved = onnx_graphs.transposes_after_quantization(onnx.ModelProto.FromString(model.SerializeToString()))
+    order = [n.op_type for n in moved.graph.node]
+    assert order == (["QuantizeLinear", "DequantizeLinear", "Transpose", "MatMul"] if per_tensor else
+                     ["Transpose", "QuantizeLinear", "DequantizeLinear", "MatMul"]), order
+    np.testing.assert_array_equal(run(moved)[0], want)
+
+
 def test_predict_sorted_queues_many_batches_and_keeps_their_order():
     """Several batches go to ``submit`` and come back, in any order, to their rows; one batch runs at once."""
     rows = [([1] * n, [0] * n) for n in (3, 9, 1, 7, 5, 2, 8)]

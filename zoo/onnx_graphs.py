@@ -164,7 +164,8 @@ def transposes_after_quantization(graph):
             if [getattr(n, "op_type", None) for n in chain] != ["DequantizeLinear", "QuantizeLinear", "Transpose"]:
                 continue
             _, quantize_, transpose = chain
-            if scales[quantize_.input[1]].size != 1:
+            scale = scales.get(quantize_.input[1])
+            if scale is None or scale.size != 1:  # only a per-tensor scale commutes with the transpose
                 continue
             perm = list(next(a.ints for a in transpose.attribute if a.name == "perm"))
             if perm != list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2] or any(
