@@ -42,8 +42,8 @@ def dynamic_int8(encoder, folder):
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from zoo.fused_onnx import fused_graph
-    from zoo.onnx_graphs import ID_INPUTS, new_session
+    from zoo.inference.fused_onnx import fused_graph
+    from zoo.inference.sessions import ID_INPUTS, new_session
 
     onnx.save(fused_graph(encoder), os.path.join(folder, "fp32.onnx"))
     quantize_dynamic(os.path.join(folder, "fp32.onnx"), os.path.join(folder, "dynamic.onnx"),
@@ -65,7 +65,7 @@ def dynamic_int8(encoder, folder):
 def spearman_on_valid(encode, data_dir, pairs=2000):
     from scipy.stats import spearmanr
 
-    from zoo.data import read_pairs
+    from zoo.data.pair_files import read_pairs
 
     scores = {}
     for task in ("LCQMC", "BQ", "STS-B"):
@@ -86,7 +86,7 @@ def main():
     parser.add_argument("--output", default=os.path.join(HERE, "results", "batch_independence"))
     args = parser.parse_args()
     import zoo
-    from zoo.export import load_exportable
+    from zoo.export.exportable import load_exportable
 
     encoder = load_exportable(args.model)
     texts = lcqmc_texts(args.texts)

@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 import zoo
-from zoo.data import load_task
-from zoo.tokenizer import batch_length
+from zoo.data.tasks import load_task
+from zoo.tokenizer.wordpiece import batch_length
 from zoo.paths import write_json_atomic
 from zoo.train.results import versions
 
@@ -122,7 +122,7 @@ def main():
     train = load_task("LCQMC", "train").head(32 * args.train_steps)
     import keras
 
-    from zoo.jobs.bi_encoder import objective_loss
+    from zoo.losses import objective_loss
     from zoo.models.bi_encoder import build_pair_trainer
     from zoo.train import PairBatches
 

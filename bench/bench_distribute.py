@@ -36,7 +36,7 @@ def worker(devices, steps, warmup, batch_size, pairs):
     import keras
 
     import zoo
-    from zoo.data import load_task
+    from zoo.data.tasks import load_task
     from zoo.losses import CoSENTLoss
     from zoo.models import build_pair_trainer
     from zoo.train import PairBatches

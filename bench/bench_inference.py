@@ -10,8 +10,8 @@ Each run adds its model to bench/results/inference.json (and rewrites inference.
 The model (a saved SentenceEncoder, or a checkpoint with ``--pooling``) is also written as a transformers /
 sentence-transformers folder, so every system runs the same weights. Systems: zoo ``fp32`` (Keras, XLA),
 ``bf16`` (on CPUs with AVX512-BF16/AMX), ``onnx-fp32`` and ``int8`` (the fused ONNX Runtime graph,
-``zoo.fused_onnx``), ``openvino-int8`` (its standard-op int8 version on OpenVINO, where installed), each through
-Keras's ``SentenceEncoder.encode`` and, as ``zoo_light_*``, through the light runtime (``zoo.encoding``, what
+``zoo.inference.fused_onnx``), ``openvino-int8`` (its standard-op int8 version on OpenVINO, where installed), each through
+Keras's ``SentenceEncoder.encode`` and, as ``zoo_light_*``, through the light runtime (``zoo.inference.light``, what
 ``zoo encode`` runs: no per-call check of the Keras weights); transformers fp32 (BertModel, PyTorch); sentence-transformers' torch, ONNX (plain, optimum's
 O1-O3 optimized exports, dynamic int8 with this CPU's and with the avx2 configuration) and OpenVINO fp32 / int8
 backends (bench/st_worker.py, in its own interpreter). sentence-transformers has no first-last-avg pooling: for
@@ -45,12 +45,13 @@ import time
 import numpy as np
 
 import zoo
-from zoo import autotune, inference
+from zoo import inference
+from zoo.inference import autotune
 from zoo.checkpoints import save_transformers
-from zoo.data import load_task
-from zoo.encoding import OnnxEncoder
-from zoo.onnx_graphs import graph_path
-from zoo.openvino_engine import openvino_available
+from zoo.data.tasks import load_task
+from zoo.inference.light import OnnxEncoder
+from zoo.inference.graphs import graph_path
+from zoo.inference.openvino_engine import openvino_available
 from zoo.evaluation import spearman
 from zoo.logs import log, setup_cli
 from zoo.paths import write_json_atomic, write_text_atomic
@@ -60,7 +61,7 @@ from zoo.train.results import table, versions
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUALITY_TASKS = ("LCQMC", "BQ", "STS-B")
 ZOO_PRECISIONS = ("fp32", "bf16", "onnx-fp32", "int8", "openvino-int8")
-LIGHT_PRECISIONS = ("onnx-fp32", "int8", "openvino-int8")  # also timed on the light runtime (zoo.encoding)
+LIGHT_PRECISIONS = ("onnx-fp32", "int8", "openvino-int8")  # also timed on the light runtime (zoo.inference.light)
 STARTUP = """
 import json, sys, time
 t0 = time.perf_counter()

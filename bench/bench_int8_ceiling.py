@@ -19,9 +19,9 @@ import os
 
 import numpy as np
 
-from zoo.data import load_task
+from zoo.data.tasks import load_task
 from zoo.paths import write_json_atomic, write_text_atomic
-from zoo.tokenizer import Tokenizer
+from zoo.tokenizer.wordpiece import Tokenizer
 from zoo.train.results import table
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -2,7 +2,7 @@
 
     python bench/bench_matmul.py
 
-What bounds the fused graphs' speed (``zoo.fused_onnx``): the products of the projection and feed-forward layers
+What bounds the fused graphs' speed (``zoo.inference.fused_onnx``): the products of the projection and feed-forward layers
 are most of a layer's time, so an encoder can only be as much faster in int8 as ONNX Runtime's int8 product is
 than its float32 one. For each hidden size H (256: L4; 384: L6; 768: BERT-base), a batch of ``--rows`` token rows
 (64 sentences of ~14 tokens) times the [H, 4H] feed-forward kernel, as ``MatMul`` (float32) and as the
@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from zoo.autotune import machine_id
-from zoo.inference import cpu_flags
-from zoo.onnx_graphs import new_session
+from zoo.inference.autotune import machine_id
+from zoo.hardware import cpu_flags
+from zoo.inference.sessions import new_session
 from zoo.paths import write_json_atomic, write_text_atomic
 from zoo.train.results import table, versions
 

@@ -23,12 +23,12 @@ import time
 
 import numpy as np
 
-from zoo.corpus import read_corpus
-from zoo.data import load_task
+from zoo.data.corpus import read_corpus
+from zoo.data.tasks import load_task
 from zoo.evaluation import overlap_at_k
 from zoo.logs import log, setup_cli
 from zoo.paths import read_json_file, write_json_atomic
-from zoo.retrieval import SemanticIndex
+from zoo.retrieval.base import SemanticIndex
 from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,12 +74,12 @@ def structure_bytes(index):
 
 
 def milvus_row(settings, corpus, queries, truth, texts, keep, cache, topk=10):
-    """A Milvus Lite collection (zoo.milvus_index) of the corpus in a fresh file: build seconds (inserting the
+    """A Milvus Lite collection (zoo.retrieval.milvus) of the corpus in a fresh file: build seconds (inserting the
     vectors, texts and BM25 terms, then the vector index), recall@10 against exact search and queries/s over the
     held-out queries in one request. Milvus Lite runs in its own process: its memory is not counted here."""
     import shutil
 
-    from zoo.milvus_index import MilvusIndex
+    from zoo.retrieval.milvus import MilvusIndex
 
     folder = os.path.join(cache, "milvus-" + settings["index_type"].lower())
     shutil.rmtree(folder, ignore_errors=True)

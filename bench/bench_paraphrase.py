@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 import zoo
-from zoo.data import load_task
+from zoo.data.tasks import load_task
 from zoo.logs import progress
 from zoo.models.simbert import content_edits, filter_candidates, has_repeat, normalized, rank_candidates
 from zoo.paths import write_json_atomic

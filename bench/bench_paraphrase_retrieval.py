@@ -20,11 +20,11 @@ import time
 import numpy as np
 
 import zoo
-from zoo.data import load_task
+from zoo.data.tasks import load_task
 from zoo.evaluation import mrr_at_k, recall_at_k
 from zoo.logs import progress
 from zoo.paths import write_json_atomic
-from zoo.retrieval import SemanticIndex, reciprocal_rank_fusion
+from zoo.retrieval.base import SemanticIndex, reciprocal_rank_fusion
 from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))

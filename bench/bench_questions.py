@@ -2,7 +2,7 @@
 
     python bench/bench_questions.py --corpus ../shared/data/corpus --models zoo-embed-zh-L4
 
-Sets (``zoo.corpus.question_sets``, documents no training reads): news titles -> the lead of their article, and
+Sets (``zoo.data.corpus.question_sets``, documents no training reads): news titles -> the lead of their article, and
 cloze sentences -> the passage they were cut from; each query is searched against all passages of its set. Each
 set's first 100 queries ("dev") calibrate the hybrid (``SemanticIndex.calibrate``); every figure is on the other
 ("test") queries: recall@1, recall@10 and MRR@10 (x100) of BM25 (character bigrams, jieba words), dense search
@@ -18,10 +18,10 @@ import time
 import numpy as np
 
 import zoo
-from zoo.corpus import question_sets
+from zoo.data.corpus import question_sets
 from zoo.evaluation import mrr_at_k, recall_at_k
 from zoo.paths import write_json_atomic
-from zoo.retrieval import SemanticIndex, fuse
+from zoo.retrieval.base import SemanticIndex, fuse
 from zoo.train.results import table, versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))

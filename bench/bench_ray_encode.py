@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from zoo.data import load_task
+from zoo.data.tasks import load_task
 from zoo.logs import setup_cli
 from zoo.paths import write_json_atomic
 from zoo.train.results import versions

@@ -13,7 +13,7 @@ import numpy as np
 
 from zoo.evaluation import overlap_at_k
 from zoo.paths import write_json_atomic
-from zoo.retrieval import SemanticIndex
+from zoo.retrieval.base import SemanticIndex
 from zoo.train.results import versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -107,7 +107,9 @@ def main():
     tmp = None
     model_dir = args.model
     if model_dir is None:
-        from zoo.export import export_onnx_folder, export_saved_model, load_exportable
+        from zoo.export.onnx import export_onnx_folder
+        from zoo.export.saved_model import export_saved_model
+        from zoo.export.exportable import load_exportable
 
         tmp = tempfile.TemporaryDirectory()
         model_dir = os.path.join(tmp.name, "default")

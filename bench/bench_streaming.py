@@ -38,7 +38,7 @@ def generate(path, pairs, seed=0):
     """``pairs`` random pairs of LCQMC train sentences with random 0/1 labels, gzipped (level 1)."""
     import numpy as np
 
-    from zoo.data import load_task
+    from zoo.data.tasks import load_task
 
     train = load_task("LCQMC", "train")
     texts = np.array(sorted(set(train.texts_a) | set(train.texts_b)), dtype=object)
@@ -92,7 +92,7 @@ def worker(kind, path, steps, warmup, batch_size, jit_compile):
     import keras
 
     import zoo
-    from zoo.data import load_task, task_file
+    from zoo.data.tasks import load_task, task_file
     from zoo.losses import CoSENTLoss
     from zoo.models import build_pair_trainer
     from zoo.train import PairBatches, StreamingPairBatches

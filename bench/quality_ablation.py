@@ -5,7 +5,7 @@
 
 Reads each run's ``results.json`` and writes ``bench/results/quality_ablation.json`` with a table: valid Spearman
 per task at the kept epoch, WORDORDER (LCQMC valid's paraphrase pairs against word-order rewrites of their first
-text, ``zoo.augment.word_order_pairs``), the selection metric (their mean), PAWS-X valid (transfer: never trained
+text, ``zoo.data.augment.word_order_pairs``), the selection metric (their mean), PAWS-X valid (transfer: never trained
 or selected on) and the training time. Test-split scores are listed too, for the record: nothing is chosen on them.
 """
 

@@ -52,14 +52,15 @@ def main():
     import subprocess
 
     import zoo
-    from zoo.data import load_task
+    from zoo.data.tasks import load_task
     from zoo.paths import write_json_atomic
     from zoo.train.results import versions
 
     texts = list(dict.fromkeys(load_task("LCQMC", "test").texts_a))[:5000]
     model_dir = args.model
     if not model_dir:
-        from zoo.export import export_saved_model, load_exportable
+        from zoo.export.saved_model import export_saved_model
+        from zoo.export.exportable import load_exportable
 
         model_dir = os.path.join(tempfile.mkdtemp(), "default")
         export_saved_model(load_exportable(zoo.DEFAULT_PRESET), os.path.join(model_dir, "1"))

@@ -23,48 +23,32 @@ import zoo
 zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the terminal; Ctrl-C ends in one line
 
 # ruff: noqa: E402  (imports after setup_cli)
-import os
 import time
 
-import keras
-
-from zoo.data import load_splits
-from zoo.distribute import setup
-from zoo.evaluation import SpearmanEvaluator, evaluate_task
-from zoo.models.cross_encoder import predict_teachers
-from zoo.train import distillation_trainer, fit
-
-job = zoo.job("train dvbert")  # the flags of `zoo train dvbert`, and its results writer
+job = zoo.job("train dvbert")  # the flags of `zoo train dvbert`, and its steps
 config = job.parse()
+steps = job.steps
 t0 = time.time()
-checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
-output = config.output or f"runs/{config.task}_dvbert"
-os.makedirs(output, exist_ok=True)
 
-# 1. Data, and the teachers' probabilities on every train pair (cached in the run folder).
-data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval,
-                   **config.reading(config.task))
-teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
-                                 config.progress)
+# 0. Start: the distribution (--distribute data-parallel: every device), the seed, the run folder.
+checkpoint, output = steps.start(config)
 
-# 2. The student: a bi-encoder.
-# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
-dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
-config.jit_compile = dist.jit_compile(config.jit_compile)
-keras.utils.set_random_seed(config.seed)
-student = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+# 1. Data (0/1 labels), and the teachers' probabilities on every train pair (cached in the run folder).
+data = steps.data(config)
+teacher_probs = steps.teachers(config, data, output)
+
+# 2. The student: a bi-encoder (the seed set again, so the teachers' pass does not shift its random stream).
+student = steps.model(config, checkpoint)
 
 # 3. Targets annealed from the teachers to the gold labels over the run; the student's loss (--objective: the
 #    softmax head against the targets, CoSENT ranked by them, or that CoSENT weighted by each pair's target gap).
-batches, trainer = distillation_trainer(student, data["train"], teacher_probs, config.objective,
-                                        batch_size=config.batch_size, maxlen=config.maxlen, epochs=config.epochs,
-                                        lr=config.lr, warmup=config.warmup, jit_compile=config.jit_compile)
+batches, trainer = steps.trainer(config, student, data, teacher_probs)
 
 # 4. Train, keeping the best student by valid Spearman.
-run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=SpearmanEvaluator(data["valid"]),
-          model=student, save_every=config.save_every, show_progress=config.progress,
-          metadata={"job": "dvbert", "objective": config.objective, "teachers": list(config.teachers)})
+run = steps.train(config, trainer, batches, steps.evaluator(config, data), student, output)
 
-# 5. Evaluate and 6. write the results.
-scores = evaluate_task(zoo.SentenceEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
-job.report(config, checkpoint, output, run, data, scores, t0)
+# 5. Evaluate: test Spearman, accuracy at the valid threshold.
+scores = steps.final_scores(config, run, data)
+
+# 6. Results: OUTPUT/results.json and results.md.
+steps.report(config, checkpoint, output, run, data, scores, t0)

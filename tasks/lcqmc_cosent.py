@@ -24,48 +24,33 @@ zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the term
 # ruff: noqa: E402  (imports after setup_cli)
 import time
 
-import keras
-
-from zoo.data import load_splits
-from zoo.distribute import setup
-from zoo.evaluation import SpearmanEvaluator, evaluate_task
-from zoo.losses import CoSENTLoss
-from zoo.models import build_pair_trainer
-from zoo.train import PairBatches, fit, learning_rate
-
-job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its results writer
+job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its steps
 # the settings this script acts on; the job's others (--tasks, --loss, --batching, ...) are refused when set
 config = job.parse(honours=(zoo.config.TrainOptions, "data_dir", "pooling", "warmup", "eval_batch_size", "length_buckets"),
                    description="CoSENT bi-encoder on LCQMC (the main job)")
+steps = job.steps
 t0 = time.time()
-checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
-output = config.output or f"runs/LCQMC_cosent_{config.pooling}"
-# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
-dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
-config.jit_compile = dist.jit_compile(config.jit_compile)
-keras.utils.set_random_seed(config.seed)
+
+# 0. Start: the distribution (--distribute data-parallel: every device), the seed, the run folder.
+checkpoint, output = steps.start(config)
 
 # 1. Data: LCQMC train / valid / test, pairs (text_a, text_b, label 0/1).
-data = load_splits("LCQMC", config.data_dir, config.limit_train, limit_eval=config.limit_eval)
+splits = steps.data(config)
 
 # 2. Model: BERT from any checkpoint (Google TF1, transformers, zoo preset) -> one vector per text.
-encoder = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+encoder = steps.model(config, checkpoint)
 
-# 3. Loss: CoSENT on the cosine of each pair; batches of similar-length pairs, rows a1, b1, a2, b2, ...
-batches = PairBatches(encoder.tokenizer, data["train"], config.batch_size, config.maxlen,
-                      length_buckets=config.length_buckets)
-trainer = build_pair_trainer(encoder, "cosent")
-trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, config.epochs * len(batches))),
-                loss=CoSENTLoss(), jit_compile=config.jit_compile)
+# 3. Batches of similar-length pairs, rows a1, b1, a2, b2, ...
+batches = steps.batches(config, encoder, splits)
 
-# 4. Train: Keras fit, resumable; valid Spearman before training and after each epoch keeps the best model.
-run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, model=encoder,
-          evaluator=SpearmanEvaluator(data["valid"], config.eval_batch_size), save_every=config.save_every,
-          show_progress=config.progress, metadata={"task": "LCQMC", "objective": "cosent"})
+# 4. Loss: CoSENT on the cosine of each pair; Adam at --lr.
+trainer = steps.trainer(config, encoder, batches)
 
-# 5. Evaluate the best model: test Spearman, and accuracy at the threshold fitted on valid.
-best = zoo.SentenceEncoder.from_preset(run.model_dir)
-scores = evaluate_task(best, data, config.eval_batch_size, valid_scores=run.best_scores)
+# 5. Train: Keras fit, resumable; valid Spearman before training and after each epoch keeps the best model.
+run = steps.train(config, trainer, batches, steps.evaluator(config, splits), encoder, output)
 
-# 6. Results: OUTPUT/results.json and results.md.
-job.report(config, checkpoint, output, run, {"LCQMC": data}, {"LCQMC": scores}, t0)
+# 6. Evaluate the best model: test Spearman, and accuracy at the threshold fitted on valid.
+scores = steps.final_scores(config, run, splits)
+
+# 7. Results: OUTPUT/results.json and results.md.
+steps.report(config, checkpoint, output, run, splits, scores, t0, batches)

@@ -23,78 +23,34 @@ zoo.logs.setup_cli()  # first: the backend's start-up lines stay out of the term
 # ruff: noqa: E402  (imports after setup_cli)
 import time
 
-import keras
-
-from zoo.augment import WORD_ORDER, word_order_pairs
-from zoo.corpus import read_corpus
-from zoo.data import load_splits
-from zoo.distribute import setup
-from zoo.evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
-from zoo.losses import objective_labels, objective_loss
-from zoo.models import build_trainer
-from zoo.train import InverseClozeBatches, fit, learning_rate, pair_training_batches, streamed_pairs
-
-job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its results writer
+job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its steps
 config = job.parse()
+steps = job.steps
 t0 = time.time()
-checkpoint = config.checkpoint or zoo.DEFAULT_PRESET
-output = config.output or f"runs/{config.task}_{config.objective}_{config.pooling}"
-# --distribute data-parallel: every device (docs: training on many devices); several TensorFlow replicas: no XLA
-dist = setup(config.distribute, config.coordinator, config.num_processes, config.process_id, config.batch_size)
-config.jit_compile = dist.jit_compile(config.jit_compile)
-keras.utils.set_random_seed(config.seed)
+
+# 0. Start: the distribution (--distribute: every device, docs: training on many devices), the seed, the run folder.
+checkpoint, output = steps.start(config)
 
 # 1. Data: each task's train / valid / test pairs, or your files (--train/--valid/--test, any format, --columns);
 #    with --stream, train is read lazily in step 3; triplets turn the in-batch ranking loss on.
-splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
-                         **config.reading(t)) for t in config.tasks}
-job.module.use_triplets(config, splits)
+splits = steps.data(config)
 
-# 2. Model (--query-prefix: put before search queries, saved with it).
-encoder = zoo.SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
-encoder.query_prefix = config.query_prefix
+# 2. Model: a SentenceEncoder on any checkpoint (Google TF1, transformers, zoo preset), with --pooling.
+encoder = steps.model(config, checkpoint)
 
-# 3. Loss and batches: one task's pairs, or several tasks' (one task per batch, or mixed: --batching), each batch
-#    with --word-order-negatives rewrites of its sentences (label 0); --ict-corpus adds inverse cloze batches.
-if config.streamed:
-    batches = streamed_pairs(encoder.tokenizer, config.tasks[0], config.batch_size, config.maxlen,
-                             lambda y, graded: objective_labels(config.objective, y, graded), config.data_dir,
-                             limit=config.limit_train, length_buckets=config.length_buckets,
-                             **config.reading(config.tasks[0]))
-else:
-    ict = [InverseClozeBatches(encoder.tokenizer, read_corpus(config.ict_corpus), config.batch_size, config.ict_maxlen,
-                               config.ict_maxlen - 2, config.query_prefix, limit=config.ict_limit, seed=config.seed)
-           ] if config.ict_corpus else []
-    batches = pair_training_batches(encoder.tokenizer, {t: splits[t]["train"] for t in config.tasks},
-                                    config.batch_size, config.maxlen, objective=config.objective,
-                                    batching=config.batching, length_buckets=config.length_buckets,
-                                    in_batch=bool(config.in_batch_weight),
-                                    word_order_negatives=config.word_order_negatives, seed=config.seed, extra=ict)
-# cosine per pair (at each --matryoshka-dims too), the SBERT softmax head, or the embeddings (--in-batch-weight)
-trainer = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
-trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup, config.epochs * len(batches))),
-                loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
-                jit_compile=config.jit_compile)
+# 3. Batches: one task's pairs, or several tasks' (one task per batch, or mixed: --batching), each batch with
+#    --word-order-negatives rewrites of its sentences (label 0); --ict-corpus adds inverse cloze batches.
+batches = steps.batches(config, encoder, splits)
 
-# 4. Train, keeping the best model by valid Spearman (the mean over tasks, and the word-order set, when several).
-evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in config.tasks}
-if config.word_order_valid:  # LCQMC valid's paraphrases, and each first text against its word-order rewrite
-    lcqmc_valid = load_splits("LCQMC", config.data_dir, splits=("valid",), limit_eval=config.limit_eval)["valid"]
-    evaluators[WORD_ORDER] = SpearmanEvaluator(word_order_pairs(lcqmc_valid), config.eval_batch_size,
-                                               name=WORD_ORDER)
-evaluator = evaluators[config.tasks[0]] if len(evaluators) == 1 else MeanEvaluator(evaluators)
-evaluator.name = "valid"
-run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=encoder,
-          save_every=config.save_every, show_progress=config.progress,
-          metadata={"task": config.task, "objective": config.objective})
+# 4. Loss: the cosine per pair (at each --matryoshka-dims too), the SBERT softmax head, or the embeddings
+#    (--in-batch-weight), with --loss; Adam at --lr, --warmup.
+trainer = steps.trainer(config, encoder, batches)
 
-# 5. Evaluate the best model on every task's test split (and on --eval-tasks, not trained on).
-best = zoo.SentenceEncoder.from_preset(run.model_dir)
-scores = {t: evaluate_task(best, splits[t], config.eval_batch_size) for t in config.tasks}
-for t in config.eval_tasks:
-    scores[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
-                                                limit_eval=config.limit_eval, **config.reading(t)),
-                              config.eval_batch_size)
+# 5. Train, keeping the best model by valid Spearman (the mean over tasks, and the word-order set, when several).
+run = steps.train(config, trainer, batches, steps.evaluator(config, splits), encoder, output)
 
-# 6. Results.
-job.report(config, checkpoint, output, run, splits, scores, t0, batches)
+# 6. Evaluate the best model on every task's test split (and on --eval-tasks, not trained on).
+scores = steps.final_scores(config, run, splits)
+
+# 7. Results: OUTPUT/results.json and results.md.
+steps.report(config, checkpoint, output, run, splits, scores, t0, batches)

@@ -103,7 +103,7 @@ def layer_of(module, layers):
 def test_modules_import_only_their_own_and_lower_layers():
     """The layer table of docs/architecture.md, enforced: every module has a row, and none imports a later one."""
     layers, graph = layer_table(), import_graph()
-    assert [name for name, _ in layers][:2] == ["leaves", "formats and data"] and len(layers) == 7
+    assert [name for name, _ in layers][:3] == ["leaves", "formats", "data"] and len(layers) == 12
     unplaced = sorted(m for m in graph if m != "zoo" and layer_of(m, layers) is None)
     assert not unplaced, f"modules missing from docs/architecture.md's layer table: {unplaced}"
     upward = sorted(f"{m} ({layers[layer_of(m, layers)][0]}) imports {t} ({layers[layer_of(t, layers)][0]})"
@@ -113,6 +113,43 @@ def test_modules_import_only_their_own_and_lower_layers():
     # the checker sees a violation: a leaf importing the models layer
     fake = {"zoo.errors": {"zoo.models.task"}, "zoo.models.task": set()}
     assert any(layer_of(t, layers) > layer_of(m, layers) for m, ts in fake.items() for t in ts)
+
+
+TESTS = REPO / "tests"
+
+
+def imported_test_modules(source):
+    """The test modules (``test_*``) and ``conftest`` that a module's source imports."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+    return [n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
+
+
+def test_no_test_module_imports_another():
+    """What the tests share is in tests/helpers.py (and conftest.py's fixtures): no module of tests/ imports a
+    test module or conftest."""
+    offending = {p.name: imported_test_modules(p.read_text(encoding="utf-8")) for p in sorted(TESTS.glob("*.py"))}
+    offending = {name: found for name, found in offending.items() if found}
+    assert len(list(TESTS.glob("test_*.py"))) > 30 and not offending, offending
+    assert imported_test_modules("from test_serving import predict\nimport conftest") == ["test_serving", "conftest"]
+
+
+def test_longest_recorded_tests_run_first():
+    """The suite's order comes from recorded durations (tests/durations.json), not from test names: tests of
+    ``LONG`` seconds or more first, longest first; the rest in their order."""
+    from types import SimpleNamespace
+
+    from helpers import LONG, longest_first, recorded_durations
+
+    items = [SimpleNamespace(nodeid=n) for n in ("a", "b", "c", "d", "e")]
+    durations = {"b": LONG + 5, "d": LONG + 50, "c": LONG - 1}
+    assert [i.nodeid for i in longest_first(items, durations)] == ["d", "b", "a", "c", "e"]
+    recorded = recorded_durations()
+    assert recorded and max(recorded.values()) >= LONG, "tests/durations.json: record it (tools/run_tests.py)"
 
 
 def run_python(code, env=None):
@@ -205,8 +242,8 @@ def test_evaluate_and_encode_commands(tmp_path, capsys):
     import keras
 
     import zoo
-    from conftest import CJK_CHARS
-    from test_training import write_synthetic_task
+    from helpers import CJK_CHARS
+    from helpers import write_synthetic_task
     from zoo.cli import main
 
     write_synthetic_task(str(tmp_path / "data"), sizes=(20, 40, 40))
@@ -261,7 +298,7 @@ def test_keras_finds_zoo_classes_after_a_bare_import_zoo_in_either_order(tmp_pat
     path = str(tmp_path / "enc.keras")
     encoder.save(path)
     want = encoder.encode(["你好"])
-    for imports in ("import zoo, keras", "import keras, zoo", "from zoo.backbone import BertBackbone; import keras"):
+    for imports in ("import zoo, keras", "import keras, zoo", "from zoo.backbones.bert import BertBackbone; import keras"):
         done = run_python(f"import numpy as np; {imports}; m = keras.saving.load_model({path!r}); "
                           f"print(type(m).__name__, np.abs(m.encode(['你好']) - np.array({want.tolist()})).max())")
         assert done.returncode == 0, done.stderr[-3000:]
@@ -337,7 +374,7 @@ def test_a_feature_whose_extra_is_missing_names_the_pip_install(monkeypatch):
     import configparser
 
     from zoo.errors import MissingExtra, require
-    from zoo.retrieval import SemanticIndex
+    from zoo.retrieval.base import SemanticIndex
 
     for module in ("faiss", "bm25s"):
         monkeypatch.setitem(sys.modules, module, None)  # "import faiss" now raises ImportError
@@ -350,14 +387,15 @@ def test_a_feature_whose_extra_is_missing_names_the_pip_install(monkeypatch):
     with pytest.raises(MissingExtra, match=r"zoo\[ray\]") as e:
         require("ray", "ray", "zoo encode --engine ray")
     assert isinstance(e.value, ImportError)
-    from zoo import export, onnx_graphs
+    from zoo.inference import sessions
+    from zoo.tokenizer import graph
 
     monkeypatch.setitem(sys.modules, "tensorflow_text", None)
     with pytest.raises(MissingExtra, match=r"SavedModel.*pip install 'zoo\[serve\]'"):
-        export.tf_text()
+        graph.tf_text()
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MissingExtra, match=r"ONNX.*pip install 'zoo\[onnx\]'"):
-        onnx_graphs.require_onnx()
+        sessions.require_onnx()
     setup = configparser.ConfigParser()
     setup.read(REPO / "setup.cfg")
     core = setup["options"]["install_requires"]

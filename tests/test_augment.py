@@ -1,4 +1,4 @@
-"""Word-order rewrites (zoo.augment): concrete examples, properties (same characters, a different text,
+"""Word-order rewrites (zoo.data.augment): concrete examples, properties (same characters, a different text,
 deterministic), the word-order valid set, and the batch source that adds rewrites to training batches."""
 
 from collections import Counter
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from zoo.augment import word_order_pairs, word_order_rewrite, word_order_rewrites
-from zoo.data import PairDataset
+from zoo.data.augment import word_order_pairs, word_order_rewrite, word_order_rewrites
+from zoo.data.pair_files import PairDataset
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -15,7 +15,7 @@ import pytest
 import zoo
 from zoo.presets import load_saved
 import torch_reference
-from conftest import (L4, L6, assert_outputs_close, hf_google_pairs, load_quietly, max_diff, read_pairs, reference_outputs,
+from helpers import (L4, L6, assert_outputs_close, hf_google_pairs, load_quietly, max_diff, read_pairs, reference_outputs,
                       require_module, require_shared, tiny_bert_config, zoo_outputs)
 
 PARITY_ATOL = 1e-4

@@ -10,8 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import CJK_CHARS, require_module, tiny_sentence_encoder
-from zoo.export import export_onnx_folder, export_saved_model, quantized_copy
+from helpers import CJK_CHARS, require_module, tiny_sentence_encoder
+from zoo.export.onnx import export_onnx_folder
+from zoo.export.saved_model import export_saved_model, quantized_copy
 
 hypothesis = require_module("hypothesis", "pip install hypothesis")
 require_module("onnxruntime", "pip install 'zoo[onnx]'")
@@ -111,7 +112,7 @@ def server(encoder, tmp_path_factory):
 
 
 def rest(server, name, texts):
-    from test_serving import predict
+    from helpers import predict
 
     status, reply = predict(server, {"instances": texts}, path=f"/v1/models/{name}:predict")
     assert status == 200, reply
@@ -119,7 +120,7 @@ def rest(server, name, texts):
 
 
 def openai(server, name, texts):
-    from test_openai_api import call
+    from helpers import call
 
     status, reply = call(server, "POST", "/v1/embeddings", {"model": name, "input": texts,
                                                             "encoding_format": "float"}, key=None)
@@ -131,7 +132,7 @@ def grpc(server, name, texts):
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2
 
-    from test_serving import grpc_stubs
+    from helpers import grpc_stubs
 
     prediction, _ = grpc_stubs(server)
     request = predict_pb2.PredictRequest()

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import synthetic_vocab
+from helpers import word_order_task
+from helpers import synthetic_vocab
 from zoo.pooling import Pooling
 from zoo.presets import save_preset
 
@@ -186,32 +187,14 @@ def test_first_last_avg_needs_hidden_states(tiny_encoders):
         zoo.SentenceEncoder(bb, pooling="median")  # not a pooling ("max" is one: sentence-transformers')
 
 
-# ------------------------------------------------------------------ word-order negatives and in-batch ranking
-PEOPLE = ["我", "你", "他", "我们", "老人", "女子", "工人", "先生"]
-ROLE_TEMPLATES = ["{}给{}打电话", "{}比{}高", "{}问{}", "{}教{}"]
 
 
-def word_order_task(folder, sizes=(64, 40, 40), seed=0):
-    """LCQMC-style files of role sentences ('A给B打电话'): a paraphrase adds 了; a non-paraphrase puts the same
-    people in another template, so that word order never decides a label. Every sentence has a word-order
-    rewrite (B给A打电话)."""
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, n in zip(("train", "valid", "test"), sizes):
-        lines = []
-        for i in range(n):
-            t, u = rng.choice(len(ROLE_TEMPLATES), 2, replace=False)
-            x, y = rng.choice(PEOPLE, 2, replace=False)
-            a = ROLE_TEMPLATES[t].format(x, y)
-            b = a + "了" if i % 2 else ROLE_TEMPLATES[u].format(x, y)
-            lines.append(f"{a}\t{b}\t{i % 2}\n")
-        (folder / f"LCQMC.{split}.data").write_text("".join(lines), encoding="utf-8")
 
 
 def test_hard_negative_batches_add_rewrites_of_the_batch_sentences():
     """Each batch gets per_batch more pairs (a sentence of the batch, its rewrite, 0), paraphrase pairs' sentences
     first, b when a has none, repeated when too few; batches stay a function of (seed, epoch), resumable."""
-    from zoo.data import PairDataset
+    from zoo.data.pair_files import PairDataset
     from zoo.train import PairBatches
     from zoo.train.batches import HardNegativeBatches
 
@@ -249,7 +232,7 @@ def test_pair_training_batches_word_order_negatives_and_anchor_flags(tmp_path):
     tasks none); --in-batch-weight: labels [B, 2] = (label, anchor flag: label 1, or 4 and up of 0-5)."""
     from collections import Counter
 
-    from zoo.data import load_task
+    from zoo.data.tasks import load_task
     from zoo.train.batches import pair_training_batches
 
     word_order_task(tmp_path / "LCQMC")
@@ -348,7 +331,7 @@ def test_predicting_many_batch_shapes_on_several_models_does_not_retrace():
     prediction once: no "triggered tf.function retracing" warning (a tiny job's output stays quiet)."""
     import logging
 
-    from conftest import CJK_CHARS, tiny_sentence_encoder
+    from helpers import CJK_CHARS, tiny_sentence_encoder
 
     records = []
     handler = logging.Handler()

@@ -13,7 +13,7 @@ import pytest
 
 import torch_reference
 import zoo
-from conftest import (assert_outputs_close, google_config_of, hf_google_pairs, hf_to_google_arrays, load_quietly, logs,
+from helpers import (assert_outputs_close, google_config_of, hf_google_pairs, hf_to_google_arrays, load_quietly, logs,
                       no_warning_logged, write_google_checkpoint, zoo_outputs)
 from zoo.checkpoints.torch_zip import read_torch_zip
 from zoo.errors import CheckpointError
@@ -343,7 +343,7 @@ def test_independent_mapping_covers_the_model(tiny_hf):
 
 def test_preset_manifest_catches_changed_truncated_and_missing_files(tmp_path):
     """zoo_config.json lists each file's sha256 and size; loading checks them and names the file that differs."""
-    from conftest import tiny_sentence_encoder
+    from helpers import tiny_sentence_encoder
 
     folder = tmp_path / "enc"
     tiny_sentence_encoder(seed=3).save_to_preset(folder)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from test_training import save_tiny_preset, write_synthetic_task
+from helpers import save_tiny_preset, write_synthetic_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("keras", "tensorflow", "jax", "torch")
@@ -107,7 +107,7 @@ def test_one_flag_vocabulary_and_old_spellings(caplog):  # parsing only: no setu
 @pytest.mark.slow
 def test_bad_input_is_refused_before_anything_is_read_or_written(tiny_setup, tmp_path, capsys):
     from zoo.cli import main
-    from zoo.data import read_pairs
+    from zoo.data.pair_files import read_pairs
     from zoo.errors import DataError
 
     # --epochs 0: one line, no usage dump, exit 2

@@ -3,8 +3,10 @@ import gzip
 import numpy as np
 import pytest
 
-from conftest import require_shared
-from zoo.data import DataError, load_task, read_pairs, task_file, unquote_csv_field
+from helpers import require_shared
+from zoo.errors import DataError
+from zoo.data.tasks import load_task, task_file
+from zoo.data.pair_files import read_pairs, unquote_csv_field
 
 
 def write(path, text, gz=False):

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from test_training import save_tiny_preset, write_synthetic_task
+from helpers import save_tiny_preset, write_synthetic_task
 from zoo import distribute
 from zoo.errors import ConfigError
 

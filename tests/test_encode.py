@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import CJK_CHARS, require_module
+from helpers import CJK_CHARS, require_module
 from zoo.errors import ConfigError, DataError
 from zoo.jobs import encode as encode_job
 from zoo.jobs.encode import EncodeConfig, run as encode
@@ -115,7 +115,7 @@ def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch, tmp_path):
     require_module("onnxruntime", "pip install 'zoo[onnx]'")
     import logging
 
-    from zoo import inference as runtime
+    from zoo.inference import precisions as runtime
 
     _, texts, encoder = setup
     monkeypatch.setenv("ZOO_CACHE", str(tmp_path))
@@ -129,7 +129,7 @@ def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch, tmp_path):
 
 
 def test_bf16_falls_back_with_a_warning_or_runs_in_bfloat16(setup, monkeypatch, caplog):
-    from zoo import inference as runtime
+    from zoo.inference import precisions as runtime
 
     _, texts, encoder = setup
     monkeypatch.setattr(runtime, "bf16_supported", lambda: False)

@@ -16,10 +16,12 @@ import tensorflow as tf
 
 import torch_reference
 import zoo
-from conftest import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab, weight_products
+from helpers import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab, weight_products
 from zoo.cli import main as cli
-from zoo.export import (GraphTokenizer, export_onnx, export_saved_model, keras_precision, load_exportable,
-                        quantized_copy, version_path)
+from zoo.tokenizer.graph import GraphTokenizer
+from zoo.export.onnx import export_onnx
+from zoo.export.saved_model import export_saved_model, keras_precision, quantized_copy
+from zoo.export.exportable import load_exportable, version_path
 from zoo.presets import save_preset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 
 import torch_reference
 import zoo
-from conftest import max_diff, state_of, write_google_checkpoint
+from helpers import max_diff, state_of, write_google_checkpoint
 from zoo.errors import CheckpointError
 
 TOL = 1e-5
@@ -269,7 +269,7 @@ def test_simbert_generation_on_each_family(family):
     import keras
     from keras import ops
 
-    from conftest import synthetic_vocab
+    from helpers import synthetic_vocab
 
     keras.utils.set_random_seed(3)
     tok = zoo.Tokenizer(synthetic_vocab())
@@ -302,7 +302,7 @@ def test_simbert_generation_on_each_family(family):
 def test_bi_encoder_fine_tunes_from_each_family_on_the_command_line(family_model, tmp_path):
     """``zoo train bi-encoder --checkpoint FOLDER`` on each family's transformers folder: trains, keeps the family,
     and its saved model loads back and encodes."""
-    from test_bi_encoder import word_order_task
+    from helpers import word_order_task
     from zoo.cli import main
 
     if family_model["name"] == "electra-generator":
@@ -349,7 +349,7 @@ def test_export_and_encode_on_each_family(family_model, tmp_path, capsys):
 def test_cross_encoder_and_pretraining_on_each_family(family_model, tmp_path):
     """A CrossEncoder scores on each family; a family with an MLM head continues pretraining (``zoo pretrain``'s
     job, 5 MLM steps) and its saved preset loads back as the same family."""
-    from conftest import CJK_CHARS
+    from helpers import CJK_CHARS
     from zoo.jobs.pretrain import PretrainConfig, run
 
     name = family_model["name"]

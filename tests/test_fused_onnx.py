@@ -1,65 +1,37 @@
-"""Fused ONNX Runtime graphs (zoo.fused_onnx): parity with the Keras model for every graph and pooling, int8 on the
+"""Fused ONNX Runtime graphs (zoo.inference.fused_onnx): parity with the Keras model for every graph and pooling, int8 on the
 fused ops, precision "auto" (its measurement, its rules, its record), the graph cache, and an ONNX export served
 behind the same APIs as a SavedModel."""
 
-import gzip
 import json
 import logging
 import sys
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 
 import zoo
-from conftest import random_batch, require_module, synthetic_vocab, weight_products
-from zoo import autotune, inference, onnx_graphs
+from helpers import (GRAPH_TEXTS, GRAPH_TOLERANCE, graph_batch, lcqmc_texts, ops_of,
+                     require_module, run_graph, synthetic_vocab, tiny_backbone, weight_products)
+from zoo.inference import autotune, graphs
+from zoo.inference import precisions as inference
 
 ort = require_module("onnxruntime", "pip install 'zoo[onnx]'")
 onnx = require_module("onnx", "pip install 'zoo[onnx]'")
-from zoo.fused_onnx import fused_graph, unfused_qkv  # noqa: E402
-from zoo.openvino_engine import openvino_available  # noqa: E402
+from zoo.inference.fused_onnx import fused_graph, unfused_qkv  # noqa: E402
+from zoo.inference.openvino_engine import openvino_available  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OPENVINO = {"openvino-int8"} if openvino_available() else set()  # fastest's candidate where OpenVINO is installed
-TOLERANCE = 1e-5  # tiny models: float32 round-off is ~1e-6 (zoo-embed-zh-L4 is held to auto's 1e-4 below)
-TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不知道。", "我们在中国" * 40, "好", "中国人民", "bert 和 keras"]
+TOLERANCE = GRAPH_TOLERANCE  # tiny models: float32 round-off is ~1e-6 (zoo-embed-zh-L4 is held to auto's 1e-4 below)
+TEXTS = GRAPH_TEXTS
 VOCAB = synthetic_vocab()
 TOKENIZER = zoo.Tokenizer(VOCAB)
+BATCH = graph_batch()
+pytestmark = pytest.mark.usefixtures("fresh_graph_cache")  # every test: its own graph cache
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache(tmp_path, monkeypatch):
-    """Each test: its own graph cache, and auto deciding for itself (conftest pins ZOO_PRECISION=fp32)."""
-    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ZOO_PRECISION", raising=False)
-    monkeypatch.setattr(autotune, "accelerator", lambda: None)  # the same rules on a machine with a GPU
-    return tmp_path / "cache"
 
-
-def tiny_backbone(seed=0, **kwargs):
-    """A random 2-layer backbone with every weight perturbed (LayerNorm at 1/0 and zero biases would hide a
-    mistake) and LayerNorm epsilon 1e-3, so that a graph ignoring the model's epsilon shows."""
-    keras.utils.set_random_seed(seed)
-    backbone = zoo.BertBackbone(len(VOCAB), 2, 2, 32, 64, max_sequence_length=64, dropout=0.0,
-                                layer_norm_epsilon=1e-3, **kwargs)
-    rng = np.random.default_rng(seed)
-    for w in backbone.weights:
-        w.assign(w.numpy() + rng.normal(0, 0.1, w.shape).astype("float32"))
-    return backbone
-
-
-def run_graph(graph, batch):
-    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {k: np.asarray(batch[k], "int32") for k in onnx_graphs.ID_INPUTS})[0]
-
-
-def ops_of(graph):
-    return {n.op_type for n in graph.graph.node}
-
-
-BATCH = random_batch(len(VOCAB), lengths=(16, 12, 7, 3, 1 + 1), seq_len=16)  # right padding, segments 0 and 1
 
 
 @pytest.mark.parametrize("activation", ["gelu", "gelu_new", "relu"])
@@ -120,11 +92,6 @@ def test_unsupported_models_are_refused():
         fused_graph(half)
 
 
-def lcqmc_texts(n):
-    with gzip.open(REPO / "data" / "LCQMC" / "LCQMC.test.data.gz", "rt", encoding="utf-8") as f:
-        return [s for line, _ in zip(f, range(n // 2)) for s in line.rstrip("\n").split("\t")[:2]]
-
-
 @pytest.mark.slow
 def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     """zoo-embed-zh-L4 (first-last-avg) on 1,000 LCQMC test texts: the fused graph equals Keras within 1e-4 (raw
@@ -139,7 +106,7 @@ def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     int8 = encoder.encode(texts, precision="int8")
     cosines = np.sum(int8 * encoder.encode(texts, precision="fp32"), axis=1)
     assert cosines.min() > 0.999 and cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())
-    int8_file = Path(onnx_graphs.graph_path(encoder, "int8"))  # quantized from the shipped fp32 graph, cached
+    int8_file = Path(graphs.graph_path(encoder, "int8"))  # quantized from the shipped fp32 graph, cached
     assert {"EmbedLayerNormalization", "SkipLayerNormalization", "QuantizeLinear"} <= ops_of(onnx.load(str(int8_file)))
     products = weight_products(int8_file)
     assert len(products) == 4 * 4 and all(products.values()), products  # Q/K/V, output, FFN in and out per layer
@@ -150,7 +117,7 @@ def tiny_encoder(seed=3, pooling="mean"):
                                TOKENIZER, pooling=pooling, maxlen=32)
 
 
-def test_auto_is_lossless(fresh_cache, monkeypatch, caplog):
+def test_auto_is_lossless(fresh_graph_cache, monkeypatch, caplog):
     """auto never changes a vector beyond float32 rounding: the fused fp32 graph where its parity with Keras was
     recorded when it was written, Keras fp32 otherwise; never int8, however fast it measures."""
     encoder = tiny_encoder(seed=6)
@@ -159,9 +126,9 @@ def test_auto_is_lossless(fresh_cache, monkeypatch, caplog):
         vectors = encoder.encode(TEXTS)
     assert inference._RUNNERS[encoder]["auto"] == "onnx-fp32" and "precision auto: onnx-fp32" in caplog.text
     np.testing.assert_allclose(vectors, encoder.encode(TEXTS, precision="fp32"), atol=TOLERANCE)
-    [info_path] = fresh_cache.glob("onnx/*/info.json")
+    [info_path] = fresh_graph_cache.glob("onnx/*/info.json")
     info = json.loads(info_path.read_text())
-    assert info["parity_max_abs_diff"] <= TOLERANCE and info["parity_texts"] == len(onnx_graphs.PARITY_TEXTS)
+    assert info["parity_max_abs_diff"] <= TOLERANCE and info["parity_texts"] == len(graphs.PARITY_TEXTS)
     assert encoder.vector_source() == {"runtime": "onnxruntime", "precision": "onnx-fp32", "graph_sha256":
                                        info["files"]["model.onnx"]["sha256"]}
     info["parity_max_abs_diff"] = 1.0  # a graph that did not match Keras when written: Keras itself
@@ -171,14 +138,14 @@ def test_auto_is_lossless(fresh_cache, monkeypatch, caplog):
     assert encoder.vector_source("auto") == {"runtime": "keras", "precision": "fp32", "graph_sha256": None}
 
 
-def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_cache, monkeypatch, caplog):
+def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_graph_cache, monkeypatch, caplog):
     encoder = tiny_encoder()
     with caplog.at_level(logging.INFO, logger="zoo"):
         vectors = encoder.encode(TEXTS, precision="fastest")
     choice = inference._RUNNERS[encoder]["fastest"]
     assert choice in ("fp32", "onnx-fp32", "int8", "openvino-int8") and f"precision fastest: {choice}" in caplog.text
     np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
-    [record_path] = fresh_cache.glob("onnx/fastest/*.json")
+    [record_path] = fresh_graph_cache.glob("onnx/fastest/*.json")
     record = json.loads(record_path.read_text())
     assert record["choice"] == choice and record["parity_max_abs_diff"] <= autotune.PARITY_TOLERANCE
     assert set(record["spearman"]) == {"onnx-fp32", "int8"} | OPENVINO and {"fp32", "onnx-fp32"} <= set(record["seconds"])
@@ -195,7 +162,7 @@ def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_cache,
         encoder.encode(TEXTS, precision="fastest")
     np.testing.assert_allclose(encoder.encode(TEXTS, precision="onnx-fp32"), encoder.encode(TEXTS, precision="fp32"),
                                atol=TOLERANCE)
-    assert len(list(fresh_cache.glob("onnx/*/info.json"))) == 2
+    assert len(list(fresh_graph_cache.glob("onnx/*/info.json"))) == 2
 
 
 def test_auto_rules(monkeypatch):
@@ -240,31 +207,31 @@ def test_auto_rules(monkeypatch):
         encoder.encode(TEXTS, precision="int8")
 
 
-def test_fastest_for_a_cross_encoder_scores_the_probe_pairs(fresh_cache):
+def test_fastest_for_a_cross_encoder_scores_the_probe_pairs(fresh_graph_cache):
     scorer = zoo.CrossEncoder(tiny_backbone(seed=8), TOKENIZER, head="cosent", maxlen=32)
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
     scores = scorer.score(pairs, precision="fastest")  # measured on the probe pairs, recorded
-    [info] = fresh_cache.glob("onnx/fastest/*.json")
+    [info] = fresh_graph_cache.glob("onnx/fastest/*.json")
     record = json.loads(info.read_text())
     assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"} | OPENVINO
     assert record["choice"] == min(record["seconds"], key=record["seconds"].get)
     np.testing.assert_array_equal(scores, scorer.score(pairs, precision=record["choice"]))
 
 
-def test_a_damaged_cache_is_rebuilt(fresh_cache, caplog):
+def test_a_damaged_cache_is_rebuilt(fresh_graph_cache, caplog):
     encoder = tiny_encoder(seed=5)
     want = encoder.encode(TEXTS, precision="int8")
-    [folder] = [p.parent for p in fresh_cache.glob("onnx/*/info.json")]
-    damaged = folder / onnx_graphs.ONNX_FILES["int8"]
+    [folder] = [p.parent for p in fresh_graph_cache.glob("onnx/*/info.json")]
+    damaged = folder / graphs.ONNX_FILES["int8"]
     damaged.write_bytes(damaged.read_bytes()[:-100])  # truncated
     inference.forget(encoder)
     with caplog.at_level(logging.WARNING, logger="zoo"):
         np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
     assert "damaged ONNX cache, rebuilt" in caplog.text and "model.int8.onnx" in caplog.text
-    (folder / onnx_graphs.CACHE_INFO).write_text("{not json", encoding="utf-8")
+    (folder / graphs.CACHE_INFO).write_text("{not json", encoding="utf-8")
     inference.forget(encoder)
     np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
-    assert json.loads((folder / onnx_graphs.CACHE_INFO).read_text())["format"] == "zoo-fused-onnx"
+    assert json.loads((folder / graphs.CACHE_INFO).read_text())["format"] == "zoo-fused-onnx"
 
 
 # ---------------------------------------------------------------------------------- served ONNX exports
@@ -277,7 +244,7 @@ def test_an_onnx_export_is_served_like_the_saved_model(tmp_path):
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     import grpc
-    from test_serving import predict, request
+    from helpers import predict, request
     from zoo.cli import main as cli
     from zoo.serving import ModelServer
 
@@ -324,8 +291,8 @@ def test_an_onnx_export_is_served_like_the_saved_model(tmp_path):
 
 
 def test_an_int8_onnx_export_of_a_cross_encoder_is_served(tmp_path):
-    from test_serving import predict
-    from zoo.export import export_onnx_folder
+    from helpers import predict
+    from zoo.export.onnx import export_onnx_folder
     from zoo.serving import ModelServer
 
     scorer = zoo.CrossEncoder(tiny_backbone(seed=7), TOKENIZER, head="softmax", maxlen=24)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import CJK_CHARS
+from helpers import CJK_CHARS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
@@ -58,7 +58,7 @@ def test_training_flops_count_the_layers_and_the_mlm_head(monkeypatch):
 
 @pytest.mark.slow
 def test_gpu_run_end_to_end_on_cpu_with_tiny_sizes(tmp_path):
-    from test_training import save_tiny_preset
+    from helpers import save_tiny_preset
 
     write_tasks(tmp_path / "data")
     save_tiny_preset(tmp_path / "preset")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import tiny_sentence_encoder
+from helpers import tiny_sentence_encoder
 from zoo.errors import ZooError
 
 pytestmark = pytest.mark.slow  # kills and resumes jobs, damages every file format
@@ -79,11 +79,11 @@ def artifacts(tmp_path_factory):
     trainer.optimizer.build(trainer.trainable_variables)
     save_state(root / "state", trainer, {"epoch": 0, "step": 3})
 
-    from zoo.export import export_saved_model
+    from zoo.export.saved_model import export_saved_model
 
     export_saved_model(encoder, root / "export" / "1")
 
-    from zoo.retrieval import SemanticIndex
+    from zoo.retrieval.base import SemanticIndex
 
     SemanticIndex(encoder).add(texts=texts * 4).save(root / "index")
     return {"root": root, "encoder": encoder, "texts": texts, "trainer": trainer, "intact": {}}
@@ -143,7 +143,7 @@ def probe(kind, path: Path, art):
         return model.signatures["serving_default"]({"text": np.array([t.encode() for t in texts], object)})[
             "embedding"]
     if kind == "index":
-        from zoo.retrieval import SemanticIndex
+        from zoo.retrieval.base import SemanticIndex
 
         index = SemanticIndex.load(path, art["encoder"])
         scores, rows = index.search_vectors(art["encoder"].encode(texts), topk=3)
@@ -288,7 +288,7 @@ def test_torch_file_with_an_unknown_global_is_refused(tmp_path):
 SAVER = r"""
 import sys, zoo
 sys.path.insert(0, sys.argv[2])
-from conftest import tiny_sentence_encoder
+from helpers import tiny_sentence_encoder
 from zoo.retrieval import SemanticIndex
 models = [tiny_sentence_encoder(seed=s) for s in (11, 12)]
 texts = ["今天天气很好", "hello", "我们"]
@@ -310,7 +310,7 @@ def test_sigkill_while_saving_never_leaves_a_half_written_preset_or_index(tmp_pa
     import time
 
     import forked
-    from zoo.retrieval import SemanticIndex
+    from zoo.retrieval.base import SemanticIndex
 
     texts = ["今天天气很好", "hello", "我们"]
     expected = [tiny_sentence_encoder(seed=s).encode(texts) for s in (11, 12)]

@@ -1,4 +1,4 @@
-"""The light runtime (zoo.encoding, issue 38): `zoo encode`, `zoo index build`, `zoo search`, `OnnxEncoder` and `zoo
+"""The light runtime (zoo.inference.light, issue 38): `zoo encode`, `zoo index build`, `zoo search`, `OnnxEncoder` and `zoo
 serve` of an ONNX export run without ever importing TensorFlow, Keras or JAX, and give the Keras path's vectors
 (fp32 within 1e-5; int8 equal to the Keras path's int8). The precision and graph hash are recorded where vectors
 are kept or served; an index refuses queries of another model's graph."""
@@ -17,23 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import NO_BACKEND
 import zoo
-from zoo import onnx_graphs
-from zoo.encoding import OnnxEncoder, light_encoder
+from zoo.inference import graphs, quantization
+from zoo.inference.light import OnnxEncoder, light_encoder
 
 pytest.importorskip("onnxruntime", reason="pip install 'zoo[onnx]'")
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["花呗怎么开通", "如何开通花呗", "今天天气不错，" * 20, "", "zoo 的句向量"]
-# a meta-path finder that makes importing TensorFlow, Keras or JAX fail: the command must not need them
-NO_BACKEND = """
-import sys
-class NoBackend:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "keras", "jax", "tensorflow_serving", "tensorflow_text"):
-            raise ImportError(f"the light runtime imported {name}")
-sys.meta_path.insert(0, NoBackend())
-"""
 
 
 @pytest.fixture
@@ -103,22 +95,22 @@ def test_onnx_encoder_equals_the_keras_path(light_env):
 def test_a_graph_is_only_used_for_the_weights_it_was_written_from(light_env, tmp_path):
     preset = tmp_path / "preset"
     shutil.copytree(Path(zoo.paths.PRESETS_DIR) / "zoo-embed-zh-L4", preset)
-    assert onnx_graphs.find_graphs(preset) is not None
+    assert graphs.find_graphs(preset) is not None
     info = json.loads((preset / "onnx/info.json").read_text())
     (preset / "onnx/info.json").write_text(json.dumps(dict(info, parity_max_abs_diff=0.5)))  # did not match Keras
     assert light_encoder(preset) is None  # auto: lossless only where parity was shown; Keras runs it
     assert OnnxEncoder.from_preset(preset, "onnx-fp32").precision == "onnx-fp32"  # asked for: it runs
     (preset / "onnx/info.json").write_text(json.dumps(dict(info, weights_sha256="0" * 64)))  # retrained since
-    assert onnx_graphs.find_graphs(preset) is None and light_encoder(preset) is None
+    assert graphs.find_graphs(preset) is None and light_encoder(preset) is None
     shutil.rmtree(preset / "onnx")
     # the Keras path writes the graph into the cache once and links the preset to it: the next call is light
     model = zoo.from_preset(preset)
     vectors = model.encode(TEXTS)
     light = OnnxEncoder.from_preset(preset)
     np.testing.assert_allclose(light.encode(TEXTS), vectors, atol=1e-6)
-    assert onnx_graphs.loaded_preset(model) == (str(preset), info["weights_sha256"])
+    assert graphs.loaded_preset(model) == (str(preset), info["weights_sha256"])
     model.set_weights([w * 1.01 for w in model.get_weights()])  # changed after loading: not the preset's graph
-    assert onnx_graphs.loaded_preset(model) is None
+    assert graphs.loaded_preset(model) is None
     with pytest.raises(FileNotFoundError, match="no fused ONNX graph"):
         OnnxEncoder.from_preset(tmp_path)
 
@@ -200,11 +192,11 @@ def test_an_older_zoos_int8_graph_is_not_used(light_env, tmp_path):
     preset = tmp_path / "preset"
     shutil.copytree(Path(zoo.paths.PRESETS_DIR) / "zoo-embed-zh-L4", preset, ignore=shutil.ignore_patterns("onnx"))
     want = zoo.from_preset(preset).encode(TEXTS, precision="int8")  # writes fp32 and int8 into the cache, links
-    folder, info, _ = onnx_graphs.find_graphs(preset)
-    assert info["quantization"] == {"int8": onnx_graphs.QUANTIZATION}
-    beside = os.path.join(folder, onnx_graphs.INT8_GRAPH)
+    folder, info, _ = graphs.find_graphs(preset)
+    assert info["quantization"] == {"int8": quantization.QUANTIZATION}
+    beside = os.path.join(folder, graphs.INT8_GRAPH)
     assert OnnxEncoder.from_preset(preset, "int8").graph == beside
-    info_path = Path(folder) / onnx_graphs.GRAPH_INFO
+    info_path = Path(folder) / graphs.GRAPH_INFO
     for older in ({k: v for k, v in info.items() if k != "quantization"}, dict(info, quantization={"int8": "old"})):
         info_path.write_text(json.dumps(older))
         light = OnnxEncoder.from_preset(preset, "int8")

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import require_module, tiny_sentence_encoder
-from zoo.export import export_onnx_folder, export_saved_model
+from helpers import require_module, tiny_sentence_encoder
+from zoo.export.onnx import export_onnx_folder
+from zoo.export.saved_model import export_saved_model
 from zoo.serving import ModelServer
 
 pytestmark = pytest.mark.slow  # exports models and starts servers
@@ -85,7 +86,7 @@ def test_embeddings_refuse_an_overlong_input_naming_its_length_and_the_limit(ref
                                                                "invalid_request_error")
     n = tokens(models, [LONG])[0]
     assert n > 32 and f"'input'[1] has {n} tokens" in error["message"] and "at most 32 tokens" in error["message"]
-    assert '"truncate": true' in error["message"] and "--long-text chunk" in error["message"]
+    assert '"truncate": true' in error["message"] and "long_text='chunk'" in error["message"]  # a Python server
     status, reply = call(refusing, "/v1/embeddings", {"model": name, "input": SHORT})  # inputs that fit: served
     assert status == 200 and reply["usage"]["prompt_tokens"] == sum(tokens(models, SHORT))
 
@@ -107,7 +108,7 @@ def test_long_text_chunk_embeds_windows_exactly_as_encode(chunking, models, name
     want = models["encoder"].encode(TEXTS, long_text="chunk")
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert np.abs(got[1] - models["encoder"].encode(LONG)).max() > 1e-3  # not the cut text's vector
-    from zoo.tokenizer import chunk_pieces
+    from zoo.tokenizer.wordpiece import chunk_pieces
 
     windows, _, _ = chunk_pieces(models["encoder"].tokenizer.piece_ids([LONG]), 30)  # the rows embedded
     assert len(windows) > 1
@@ -129,7 +130,7 @@ def test_tf_serving_predict_refuses_over_rest_and_grpc(refusing, models, name):
     n = tokens(models, [LONG])[0]
     status, reply = call(refusing, f"/v1/models/{name}:predict", {"instances": TEXTS})
     assert status == 400 and f"input 'text'[1] has {n} tokens" in reply["error"], reply
-    assert "--long-text truncate" in reply["error"]
+    assert "long_text='truncate' or 'chunk'" in reply["error"]
     status, reply = call(refusing, f"/v1/models/{name}:predict", {"instances": SHORT})
     np.testing.assert_allclose(reply["predictions"], models["encoder"].encode(SHORT), atol=1e-5)
 
@@ -186,7 +187,7 @@ def test_models_state_the_longest_input_they_were_trained_for(tmp_path):
     figures were measured at); a model built on a preset's backbone keeps it; exports default to it."""
     import json as json_
 
-    from zoo.export import load_exportable
+    from zoo.export.exportable import load_exportable
     from zoo.paths import resolve
 
     with open(os.path.join(resolve("zoo-embed-zh-L4"), "zoo_config.json"), encoding="utf-8") as f:

@@ -82,7 +82,7 @@ def test_matryoshka_loss_sums_the_pair_loss_over_nested_dimensions():
     import keras
 
     import zoo
-    from conftest import synthetic_vocab
+    from helpers import synthetic_vocab
     from zoo.losses import CoSENTLoss, MatryoshkaLoss
     from zoo.models import build_pair_trainer
     from zoo.models.bi_encoder import NestedPairCosine

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_module
+from helpers import require_module
 
 from zoo.cli import build_parser
 
@@ -178,7 +178,7 @@ def init_parameters(path, class_name):
 @pytest.mark.parametrize("page, object_id, path", [
     ("models", "zoo.models.bi_encoder.SentenceEncoder", "zoo/models/bi_encoder.py"),
     ("models", "zoo.models.cross_encoder.CrossEncoder", "zoo/models/cross_encoder.py"),
-    ("inference", "zoo.retrieval.SemanticIndex", "zoo/retrieval.py"),
+    ("inference", "zoo.retrieval.base.SemanticIndex", "zoo/retrieval/base.py"),
 ])
 def test_api_reference_shows_constructor_parameters(site, page, object_id, path):
     """A class's heading carries its ``__init__`` parameters (merge_init_into_class)."""

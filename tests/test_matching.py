@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import synthetic_vocab
+from helpers import synthetic_vocab
 from zoo.evaluation import accuracy, best_f1_threshold, best_threshold, bootstrap_accuracy_ci, threshold_accuracy
 from zoo.presets import load_saved, save_preset
 
@@ -158,7 +158,7 @@ def test_cross_encoder_job_learns(tmp_path, head):
     half of the character set (the job's plumbing is what is tested here)."""
     import keras
 
-    from conftest import CJK_CHARS
+    from helpers import CJK_CHARS
     from zoo.jobs.cross_encoder import CrossEncoderConfig as CrossConfig, run as train_cross_encoder
 
     chars = list(dict.fromkeys(CJK_CHARS))[:160]
@@ -194,8 +194,8 @@ def test_compare_matching_end_to_end(tmp_path):
 
     import keras
 
-    from conftest import CJK_CHARS
-    from test_training import write_synthetic_task
+    from helpers import CJK_CHARS
+    from helpers import write_synthetic_task
     from zoo.jobs.compare import CompareConfig, run as compare_matching
 
     data = tmp_path / "data"
@@ -240,9 +240,9 @@ def test_distill_targets_anneal_and_job_runs(tmp_path):
 
     import keras
 
-    from conftest import CJK_CHARS
-    from test_training import write_synthetic_task
-    from zoo.data import load_task
+    from helpers import CJK_CHARS
+    from helpers import write_synthetic_task
+    from zoo.data.tasks import load_task
     from zoo.jobs.cross_encoder import CrossEncoderConfig as CrossConfig, run as train_cross_encoder
     from zoo.jobs.dvbert import DvBERTConfig, run as train_dvbert
     from zoo.models.cross_encoder import predict_teachers

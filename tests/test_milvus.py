@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import CJK_CHARS, require_module, tiny_sentence_encoder
+from helpers import CJK_CHARS, require_module, tiny_sentence_encoder
 from zoo.jobs.search import IndexBuildConfig, SearchConfig, build_milvus, search
-from zoo.retrieval import SemanticIndex
+from zoo.retrieval.base import SemanticIndex
 
 pytestmark = pytest.mark.slow  # Milvus Lite starts a server process per collection
 
@@ -128,7 +128,7 @@ def preset(tmp_path_factory):
 
 
 def test_interrupted_build_resumes_without_duplicates(db, preset, tmp_path, monkeypatch):
-    from zoo.milvus_index import MilvusIndex
+    from zoo.retrieval.milvus import MilvusIndex
 
     lines = corpus(23, seed=2)
     source = tmp_path / "lines.txt"

@@ -3,24 +3,22 @@ text-embeddings-inference's rerank, /v1/search over an index, SimBERT paraphrase
 an encoder export, a cross-encoder export and a cross-encoder and a SimBERT served from presets, side by side."""
 
 import base64
-import http.client
-import json
 
 import keras
 import numpy as np
 import pytest
 
 import zoo
-from conftest import require_module, tiny_sentence_encoder
-from zoo.export import export_saved_model
-from zoo.retrieval import SemanticIndex
+from helpers import KEY, call
+from helpers import require_module, tiny_sentence_encoder
+from zoo.export.saved_model import export_saved_model
+from zoo.retrieval.base import SemanticIndex
 from zoo.serving import ModelServer, ServeConfig
 
 pytestmark = pytest.mark.slow  # exports four models and starts servers
 
 openai = require_module("openai", "pip install openai")
 
-KEY = "sk-zoo-test"
 TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不知道。", "我们在中国" * 30, "好"]
 CORPUS = ["今天天气很好", "明天天气不好", "我们在中国", "他是谁", "你好世界", "中国人民", "天气预报说明天下雨",
           "我不知道他说什么", "好的好的", "大家都来了"]
@@ -62,16 +60,6 @@ def client(server):
     return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=60)
 
 
-def call(server, method, path, body=None, key=KEY):
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
-    try:
-        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        conn.request(method, path, body=data, headers=headers)
-        response = conn.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        conn.close()
 
 
 def test_openai_client_embeddings_equal_encode(client, models):

@@ -14,16 +14,19 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import require_module
-from test_fused_onnx import BATCH, TEXTS, TOKENIZER, TOLERANCE, lcqmc_texts, ops_of, run_graph, tiny_backbone
-from test_fused_onnx import fresh_cache  # noqa: F401  (autouse: a fresh graph cache for each test)
-from zoo import onnx_graphs
-from zoo.encoding import OnnxEncoder, predict_sorted
-from zoo.fused_onnx import fused_graph
-from zoo.standard_onnx import standard_graph
+from helpers import require_module
+from helpers import (GRAPH_TEXTS, GRAPH_TOLERANCE, graph_batch, lcqmc_texts, ops_of,
+                     run_graph, synthetic_vocab, tiny_backbone)
+from zoo.inference import graphs, quantization, sessions
+from zoo.inference.light import OnnxEncoder
+from zoo.inference.pipeline import predict_sorted
+from zoo.inference.fused_onnx import fused_graph
+from zoo.inference.standard_onnx import standard_graph
 
 ov = require_module("openvino", "pip install 'zoo[openvino]'")
 ROOT = Path(__file__).resolve().parents[1]
+TEXTS, TOLERANCE, TOKENIZER, BATCH = GRAPH_TEXTS, GRAPH_TOLERANCE, zoo.Tokenizer(synthetic_vocab()), graph_batch()
+pytestmark = pytest.mark.usefixtures("fresh_graph_cache")  # every test: its own graph cache
 CONTRIB = {"EmbedLayerNormalization", "Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
            "FastGelu"}
 
@@ -35,7 +38,7 @@ def run_openvino(graph, batch):
         with open(path, "wb") as f:
             f.write(graph.SerializeToString())
         compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    return compiled({k: np.asarray(batch[k], "int32") for k in onnx_graphs.ID_INPUTS})[0]
+    return compiled({k: np.asarray(batch[k], "int32") for k in sessions.ID_INPUTS})[0]
 
 
 @pytest.mark.parametrize("activation", ["gelu", "gelu_new", "relu"])
@@ -101,7 +104,7 @@ def test_transposes_after_quantization_keep_the_arithmetic(per_tensor):
         return onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
 
     want = run(model)[0]
-    moved = onnx_graphs.transposes_after_quantization(onnx.ModelProto.FromString(model.SerializeToString()))
+    moved = quantization.transposes_after_quantization(onnx.ModelProto.FromString(model.SerializeToString()))
     order = [n.op_type for n in moved.graph.node]
     assert order == (["QuantizeLinear", "DequantizeLinear", "Transpose", "MatMul"] if per_tensor else
                      ["Transpose", "QuantizeLinear", "DequantizeLinear", "MatMul"]), order
@@ -156,7 +159,7 @@ def test_openvino_int8_of_the_shipped_preset():
     hint = light._runner.session._request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT")
     assert str(hint) == "<Type: 'float32'>", hint  # float parts in float32 on every CPU, bf16 or not
     source = encoder.vector_source("openvino-int8")
-    graph = Path(onnx_graphs.graph_path(encoder, "openvino-int8"))
+    graph = Path(graphs.graph_path(encoder, "openvino-int8"))
     assert source == light.vector_source() == {"runtime": "openvino", "precision": "openvino-int8",
                                                "graph_sha256": zoo.paths.sha256_of(graph)}
     import onnx
@@ -179,7 +182,7 @@ def test_openvino_int8_of_the_shipped_preset():
 def test_light_runtime_runs_openvino_without_the_backend(tmp_path):
     lines = tmp_path / "texts.txt"
     lines.write_text("\n".join(TEXTS[:4]), encoding="utf-8")
-    from test_light_runtime import NO_BACKEND
+    from helpers import NO_BACKEND
 
     code = NO_BACKEND + f"""
 from zoo.cli import main

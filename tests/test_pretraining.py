@@ -13,13 +13,13 @@ import pytest
 from keras import ops
 
 import zoo
-from conftest import CJK_CHARS, synthetic_vocab
-from zoo.corpus import read_corpus, read_documents
-from zoo.augment import span_mask
+from helpers import CJK_CHARS, synthetic_vocab
+from zoo.data.corpus import read_corpus, read_documents
+from zoo.data.augment import span_mask
 from zoo.losses import InBatchSoftmaxLoss, gather_positions, taco_loss, tacl_loss
 from zoo.presets import load_saved, save_preset
-from zoo.pretraining_data import PretrainingBatches, PretrainingExamples, mask_tokens, masked_positions, max_predictions, \
-    taco_indices
+from zoo.data.pretraining import (PretrainingBatches, PretrainingExamples, mask_tokens, masked_positions,
+                                  max_predictions, taco_indices)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,7 +42,7 @@ def test_corpus_formats(tmp_path):
 
 
 def test_task_texts_come_from_train_splits_only(tmp_path):
-    from zoo.corpus import task_documents, unique_documents
+    from zoo.data.corpus import task_documents, unique_documents
 
     (tmp_path / "BQ").mkdir()
     (tmp_path / "BQ" / "BQ.train.data").write_text("借款\t还款\t1\n借款\t利息\t0\n", encoding="utf-8")
@@ -102,7 +102,7 @@ def test_whole_word_masking_masks_whole_jieba_words():
     # the word groups are jieba's own words, cut here independently of zoo's masking code
     import jieba
 
-    from zoo.pretraining_data import word_piece_ids
+    from zoo.data.pretraining import word_piece_ids
 
     for text in sorted(set(texts)):
         ids, wids = word_piece_ids(tok, text, wwm=True)
@@ -231,7 +231,7 @@ def test_tiny_pretraining_runs_resumes_and_saves_a_preset(tmp_path, objective):
               batch_size=8, maxlen=48, lr=3e-3, output=str(tmp_path / "run"), eval_every=10, save_every=5,
               jit_compile=False, progress=False)
     run(PretrainConfig(steps=10, **kw))
-    from zoo.pretraining_data import PretrainingBatches
+    from zoo.data.pretraining import PretrainingBatches
 
     requested, real_epoch = [], PretrainingBatches.epoch
 

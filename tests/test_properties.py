@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import require_module
+from helpers import require_module
 
 hypothesis = require_module("hypothesis", "pip install hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import zoo  # noqa: E402
-from zoo.data import read_pairs  # noqa: E402
+from zoo.data.pair_files import read_pairs  # noqa: E402
 from zoo.errors import DataError  # noqa: E402
 from zoo.evaluation import accuracy, best_threshold  # noqa: E402
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import CJK_CHARS, synthetic_vocab
-from zoo.corpus import (cloze_passage, held_out_share, question_sets, read_corpus, sentences_of, text_bucket,
-                        training_documents)
+from helpers import CJK_CHARS, synthetic_vocab
+from zoo.data.corpus import (cloze_passage, held_out_share, question_sets, read_corpus, sentences_of, text_bucket,
+                             training_documents)
 from zoo.train import InverseClozeBatches
 
 CHARS = list(dict.fromkeys(CJK_CHARS))[:160]
@@ -102,7 +102,7 @@ def test_inverse_cloze_batches(keep):
 
 
 def test_query_prefix_is_saved_and_used_for_search_queries(tmp_path):
-    from conftest import tiny_sentence_encoder
+    from helpers import tiny_sentence_encoder
 
     encoder = tiny_sentence_encoder()
     encoder.query_prefix = "问："
@@ -117,9 +117,9 @@ def test_query_prefix_is_saved_and_used_for_search_queries(tmp_path):
 
 
 def test_bi_encoder_job_mixes_inverse_cloze_batches(tmp_path):
-    from test_training import save_tiny_preset, write_synthetic_task
+    from helpers import save_tiny_preset, write_synthetic_task
 
-    from zoo.jobs.bi_encoder import BiEncoderConfig, run, train_batches
+    from zoo.jobs.bi_encoder import BiEncoderConfig, batches, run
 
     write_synthetic_task(str(tmp_path / "data"))
     save_tiny_preset(tmp_path / "preset")
@@ -142,8 +142,8 @@ def test_bi_encoder_job_mixes_inverse_cloze_batches(tmp_path):
     cfg = config(tmp_path / "ict", in_batch_weight=1.0, ict_corpus=(str(tmp_path / "corpus"),), ict_maxlen=32,
                  query_prefix=CHARS[0])
     splits = {"LCQMC": zoo.data.load_splits("LCQMC", str(tmp_path / "data"))}
-    batches = train_batches(cfg, zoo.Tokenizer.from_preset(tmp_path / "preset"), splits)
-    assert len(batches) == 480 // 16 + 64 // 16  # the pairs' batches and the inverse cloze batches
+    source = batches(cfg, zoo.SentenceEncoder.from_preset(tmp_path / "preset"), splits)
+    assert len(source) == 480 // 16 + 64 // 16  # the pairs' batches and the inverse cloze batches
     results = run(cfg)
     assert results["epochs"][-1]["valid_spearman"] > results["epochs"][0]["valid_spearman"]
     assert zoo.SentenceEncoder.from_preset(tmp_path / "ict" / "model").query_prefix == CHARS[0]
@@ -152,7 +152,7 @@ def test_bi_encoder_job_mixes_inverse_cloze_batches(tmp_path):
 def test_index_build_calibrates_the_hybrid_on_labelled_queries(tmp_path, capsys):
     import json
 
-    from conftest import tiny_sentence_encoder
+    from helpers import tiny_sentence_encoder
     from zoo.cli import main
 
     tiny_sentence_encoder().save_to_preset(tmp_path / "enc")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import CJK_CHARS, require_module
+from helpers import CJK_CHARS, require_module
 from zoo.errors import ConfigError, DataError
 from zoo.jobs import encode as encode_job
 from zoo.jobs.encode import EncodeConfig, run as encode

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import require_module, synthetic_vocab
-from zoo.retrieval import SemanticIndex, fuse, lexical_terms, reciprocal_rank_fusion, score_fusion
+from helpers import require_module, synthetic_vocab
+from zoo.retrieval.base import SemanticIndex, fuse, reciprocal_rank_fusion, score_fusion
+from zoo.retrieval.lexical import lexical_terms
 
 CORPUS = ["今天天气很好", "今天天气不好", "我们在中国", "中国人很好", "他说你是谁", "我不知道", "天气很好的一天"]
 

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import require_module, tiny_sentence_encoder
-from zoo.export import export_saved_model
+from helpers import grpc_stubs, predict, request
+from helpers import require_module, tiny_sentence_encoder
+from zoo.export.saved_model import export_saved_model
 from zoo.serving import Batcher, ModelServer, ServedModel, find_version
 
 pytestmark = pytest.mark.slow  # exports a model and starts a server
 
 grpc = require_module("grpc", "pip install grpcio")
 apis = require_module("tensorflow_serving.apis", "pip install tensorflow-serving-api")
-from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,  # noqa: E402
-                                     predict_pb2, prediction_service_pb2_grpc)
+from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, predict_pb2  # noqa: E402
 
 TEXTS = ["今天天气很好", "", "hello world", "他说：你是谁？我不知道。", "我们在中国" * 400, "好"]
 
@@ -48,19 +48,8 @@ def server(base):
         yield srv
 
 
-def request(server, method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
-    try:
-        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        conn.request(method, path, body=data, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        conn.close()
 
 
-def predict(server, body, path="/v1/models/default:predict"):
-    return request(server, "POST", path, body)
 
 
 def in_process(server, texts, signature="serving_default"):
@@ -68,10 +57,6 @@ def in_process(server, texts, signature="serving_default"):
     return server.model.signatures[signature]({"text": np.array([t.encode() for t in texts], object)})
 
 
-def grpc_stubs(server):
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-    return (prediction_service_pb2_grpc.PredictionServiceStub(channel),
-            model_service_pb2_grpc.ModelServiceStub(channel))
 
 
 def test_rest_predict_equals_in_process(server, encoder):
@@ -241,7 +226,7 @@ def test_concurrent_clients_are_batched(server, encoder):
 
 
 def test_cli_serve_in_a_subprocess(base):
-    """`python -m zoo serve` on an ephemeral port: answers, then stops on SIGTERM."""
+    """`python -m zoo serve` on an ephemeral port: answers (its messages name its flags), then stops on SIGTERM."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.Popen([sys.executable, "-m", "zoo", "serve", "--model", str(base / "default"), "--port", "0",
                              "--grpc-port", "0", "--name", "tiny"],
@@ -254,6 +239,9 @@ def test_cli_serve_in_a_subprocess(base):
         conn.request("POST", "/v1/models/tiny:predict", body=json.dumps({"instances": ["你好"]}))
         response = conn.getresponse()
         assert response.status == 200 and len(json.loads(response.read())["predictions"][0]) == 32
+        conn.request("POST", "/v1/models/tiny:predict", body=json.dumps({"instances": ["好" * 200]}))
+        response = conn.getresponse()  # over maxlen: the message names the command line's flag
+        assert response.status == 400 and "--long-text truncate or chunk" in json.loads(response.read())["error"]
         conn.close()
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -490,8 +478,8 @@ def test_any_grpc_predict_request_gets_ok_or_a_client_error(server, req):
 
 
 def test_sigkill_during_zoo_export_never_leaves_a_version_that_is_served_half_written(encoder, tmp_path):
-    """`zoo export` killed at random moments while writing version 2: the served folder always resolves to a
-    whole version (1, or a complete 2 that passes its manifest check), never to a half-written one."""
+    """`zoo export` killed while it writes version 2 (its temporary folder holds files): the served folder still
+    resolves to the whole version 1, never to the half-written one; an export left to finish is served as 2."""
     import time
 
     base = tmp_path / "models"
@@ -500,14 +488,18 @@ def test_sigkill_during_zoo_export_never_leaves_a_version_that_is_served_half_wr
     cmd = [sys.executable, "-m", "zoo", "export", "--model", str(tmp_path / "preset"), "--output", str(base),
            "--name", "default", "--version", "2"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    rng = np.random.default_rng(3)
-    for delay in rng.uniform(2, 5, size=2):
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        version, path = find_version(base / "default")
-        served = ServedModel("default", version, path)  # a half-written version would fail here
-        assert served.version in (1, 2)
-        if version == 2:
-            break
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline, writing = time.monotonic() + 300, []
+    while not writing and proc.poll() is None and time.monotonic() < deadline:
+        writing = [p for p in (base / "default").glob("2.tmp-*") if any(p.rglob("*"))]
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert writing, "the export finished (or never started writing) before it could be killed"
+    assert not (base / "default" / "2").exists()
+    version, path = find_version(base / "default")
+    assert ServedModel("default", version, path).version == 1  # a half-written version would fail to load here
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    version, path = find_version(base / "default")
+    assert ServedModel("default", version, path).version == 2

@@ -9,13 +9,13 @@ import pytest
 from keras import ops
 
 import zoo
-from conftest import logs, require_module, synthetic_vocab
-from zoo.attention_masks import causal_mask, unilm_mask
-from zoo.data import truncate_at_punctuation
+from helpers import logs, require_module, synthetic_vocab
+from zoo.backbones.masks import causal_mask, unilm_mask
+from zoo.data.tasks import truncate_at_punctuation
 from zoo.train import SimBERTBatches
 from zoo.losses import simbert_loss
-from zoo.retrieval import SemanticIndex
-from zoo.vector_index import exact_topk
+from zoo.retrieval.base import SemanticIndex
+from zoo.retrieval.local import exact_topk
 from zoo.presets import load_saved
 
 
@@ -234,7 +234,7 @@ def test_save_load_simbert(simbert, tmp_path):
 
 def test_faiss_index_sizes_itself_and_refuses_too_few_vectors():
     require_module("faiss", "pip install faiss-cpu")
-    from zoo.vector_index import default_factory
+    from zoo.retrieval.local import default_factory
 
     vectors = np.random.default_rng(0).normal(size=(300, 8)).astype("float32")
     auto = SemanticIndex(dim=8, backend="faiss").add(vectors=vectors)  # factory picked for 300 vectors
@@ -279,7 +279,7 @@ def test_semantic_index_exact_faiss_save_load(tmp_path):
 @pytest.mark.slow
 def test_simbert_job_end_to_end(tmp_path, tok, simbert):
     from zoo.jobs.simbert import SimBERTConfig, run as train_simbert
-    from test_training import write_synthetic_task
+    from helpers import write_synthetic_task
 
     data = tmp_path / "data"
     write_synthetic_task(str(data), sizes=(200, 100, 100))
@@ -297,7 +297,8 @@ def test_simbert_job_end_to_end(tmp_path, tok, simbert):
     assert (tmp_path / "run" / "model" / "zoo_config.json").exists()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "好", "synonyms": "not a list"}\n', encoding="utf-8")
-    from zoo.data import DataError, read_synonym_groups
+    from zoo.errors import DataError
+    from zoo.data.tasks import read_synonym_groups
 
     with pytest.raises(DataError, match="bad.jsonl, line 1"):
         read_synonym_groups(bad)
@@ -332,7 +333,7 @@ def test_sample_tokens_equals_full_sort_reference():
 def test_simbert_job_selects_by_valid_loss(tmp_path, tok, simbert):
     """--select loss: the best epoch is the one with the lowest joint loss on groups of LCQMC valid positives."""
     from zoo.jobs.simbert import SimBERTConfig, run as train_simbert
-    from test_training import write_synthetic_task
+    from helpers import write_synthetic_task
 
     data = tmp_path / "data"
     write_synthetic_task(str(data), sizes=(200, 100, 100))

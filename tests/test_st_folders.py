@@ -14,10 +14,11 @@ import pytest
 
 import torch_reference
 import zoo
-from conftest import require_installed, tiny_bert_config
+from helpers import require_installed, tiny_bert_config
 from zoo.errors import CheckpointError
-from zoo.export import export_onnx, export_saved_model
-from zoo.inference import forget
+from zoo.export.onnx import export_onnx
+from zoo.export.saved_model import export_saved_model
+from zoo.inference.precisions import forget
 
 MAXLEN = 12  # max_seq_length of the folders: shorter than the long texts below (truncation)
 TEXTS = ["今天天气不错", "今天天气很好，我们出去走走吧", "", "hello world", "HELLO World 中国",

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import CJK_CHARS
-from test_training import config, tiny_setup  # noqa: F401  (tiny_setup is a fixture)
+from helpers import CJK_CHARS
+from helpers import tiny_train_config as config
 from zoo.errors import ConfigError, DataError
 from zoo.train import PairBatches, StreamingPairBatches
 
@@ -116,8 +116,8 @@ def test_streamed_pretraining_is_lazy_resumable_and_never_trains_held_out_docume
     seed, round 1 started cold at step 3 equals the tail of a round that continued from round 0, the skipped
     steps are not tokenised, at most one buffer of documents is read ahead, held-out documents never train, and every
     other document does within one pass."""
-    from zoo.corpus import document_sources
-    from zoo.pretraining_data import StreamingPretrainingBatches
+    from zoo.data.corpus import document_sources
+    from zoo.data.pretraining import StreamingPretrainingBatches
 
     chars = list(dict.fromkeys(CJK_CHARS))[:60]
     rng = np.random.default_rng(0)

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from conftest import require_installed
+from helpers import require_installed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import zoo
-from conftest import BERT_VOCAB, CJK_CHARS, read_pairs, require_shared
-from zoo.tokenizer import read_vocab
+from helpers import BERT_VOCAB, CJK_CHARS, read_pairs, require_shared
+from zoo.tokenizer.wordpiece import read_vocab
 
 DATASETS = ["LCQMC", "BQ", "STS-B"]
 

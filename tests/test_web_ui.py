@@ -10,8 +10,8 @@ import keras
 import pytest
 
 import zoo
-from conftest import in_ci, require_module, tiny_sentence_encoder
-from zoo.retrieval import SemanticIndex
+from helpers import in_ci, require_module, tiny_sentence_encoder
+from zoo.retrieval.base import SemanticIndex
 from zoo.serving import ModelServer
 
 webdriver = require_module("selenium.webdriver", "pip install selenium")

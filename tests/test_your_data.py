@@ -1,4 +1,4 @@
-"""Your own data (zoo.pair_files, zoo.data, DataOptions): every format and column naming reads through one reader;
+"""Your own data (zoo.data.pair_files, zoo.data, DataOptions): every format and column naming reads through one reader;
 bad rows are named by file, line and column or skipped and counted; your task folders and --train/--valid/--test
 files train, evaluate and compare from the command line, and the results name the data set and its files."""
 
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import zoo
-from test_training import tiny_setup  # noqa: F401  (a fixture)
+
 from zoo.config import data_set_name
-from zoo.data import PairDataset, read_pairs, task_file, training_groups
+from zoo.data.pair_files import PairDataset, read_pairs
+from zoo.data.tasks import task_file, training_groups
 from zoo.errors import ConfigError, DataError
 
 ROWS = [("花呗怎么开通", "如何开通花呗", 1), ("借呗额度, 怎么提高?", '他说"提额"要多久', 0), ("第一行\n第二行", "两行", 0)]
@@ -137,8 +138,14 @@ def test_bad_json_a_missing_column_and_an_empty_file(tmp_path):
     with pytest.raises(DataError, match=r"x\.jsonl, line 2: not JSON"):
         read_pairs(tmp_path / "x.jsonl")
     cols = write_csv(tmp_path / "c.csv", ["question", "answer", "label"], ROWS)
-    with pytest.raises(DataError, match=r"c\.csv: no column for text_a, text_b .*--columns text_a=COLUMN"):
+    with pytest.raises(DataError, match=r"c\.csv: no column for text_a, text_b .*in columns text_a=COLUMN") as e:
         read_pairs(cols)
+    assert "--" not in str(e.value)  # the library names its parameter; the command line, its flag:
+    from zoo.config import command_line_error
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    assert "header has question, answer, label); name them in --columns text_a=COLUMN" in str(
+        command_line_error(e.value, BiEncoderConfig))
     with pytest.raises(DataError, match=r"no column 'nope' \(for text_b\); the columns are question, answer, label"):
         read_pairs(cols, columns="text_a=question,text_b=nope")
     (tmp_path / "e.csv").write_text("", encoding="utf-8")

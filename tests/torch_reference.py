@@ -27,7 +27,7 @@ ARRAY_ARGUMENTS = ("batch", "state")
 def run(op, timeout=600, **kwargs):
     """Run operation ``op`` in a subprocess; returns its arrays (``{name: ndarray}``). Skips the test (fails it
     under CI=true) when torch or transformers is not installed."""
-    from conftest import require_installed
+    from helpers import require_installed
 
     require_installed("torch", "transformers", install="pip install torch transformers")
     with tempfile.TemporaryDirectory(prefix="torch_reference_") as tmp:

@@ -41,7 +41,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from zoo.config import parse  # noqa: E402
-from zoo.data import load_splits  # noqa: E402
+from zoo.data.tasks import load_splits  # noqa: E402
 from zoo.evaluation import evaluate_task  # noqa: E402
 from zoo.jobs import bi_encoder, pretrain  # noqa: E402
 from zoo.logs import log  # noqa: E402
@@ -146,7 +146,7 @@ def stage(name, run, config_class, argv, dims, args, peak):
 
 def float32_copy(model):
     """``model`` rebuilt with the float32 dtype policy (trained in mixed precision: its variables are float32)."""
-    from zoo.inference import copy_with_dtype
+    from zoo.inference.precisions import copy_with_dtype
 
     return copy_with_dtype(model, "float32")
 

@@ -2,6 +2,7 @@
 
     python tools/run_tests.py                  # every lane: the README's test command and CI's
     python tools/run_tests.py -m "not slow"    # the fast lane: arguments go to every lane's pytest
+    python tools/run_tests.py --record-durations   # also record each test's seconds in tests/durations.json
 
 Each lane is one pytest run with its own processes (tests/conftest.py LANES): the main lane on 2 xdist workers
 (TensorFlow, ONNX Runtime, faiss, grpc), then Ray and Milvus Lite, one process each. PyTorch runs only in the
@@ -25,11 +26,14 @@ COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 NO_TESTS = 5  # pytest's exit status when the selection is empty
 
 
-def run_lane(root, lane, workers, args):
-    """One pytest run in ``root``; returns (exit status, {outcome: count}) from the lane's report file."""
+def run_lane(root, lane, workers, args, record=False):
+    """One pytest run in ``root``; returns (exit status, {outcome: count}) from the lane's report file. ``record``:
+    each test's seconds go to tests/durations.json (the suite's longest-first order: tests/conftest.py)."""
     with tempfile.TemporaryDirectory(prefix="zoo_lane_") as tmp:
         report = os.path.join(tmp, "counts.json")
         env = {**os.environ, "ZOO_LANE_REPORT": report}
+        if record:
+            env["ZOO_RECORD_DURATIONS"] = os.path.join(root, "tests", "durations.json")
         command = [sys.executable, "-m", "pytest", "-q", f"--lane={lane}", *workers, *args]
         print(f"== lane {lane}: {' '.join(command[1:])}", flush=True)
         status = subprocess.call(command, cwd=root, env=env)
@@ -46,6 +50,8 @@ def main():
     parser.add_argument("--lanes", default=",".join(name for name, _ in LANES),
                         help="comma-separated lanes to run (default: all)")
     parser.add_argument("--root", default=ROOT, help="the folder to run pytest in (default: this repository)")
+    parser.add_argument("--record-durations", action="store_true",
+                        help="record each test's seconds in tests/durations.json (the order of the next runs)")
     known, pytest_args = parser.parse_known_args()
     chosen = known.lanes.split(",")
     unknown = set(chosen) - {name for name, _ in LANES}
@@ -55,7 +61,7 @@ def main():
     for lane, workers in LANES:
         if lane not in chosen:
             continue
-        status, counts = run_lane(known.root, lane, workers, pytest_args)
+        status, counts = run_lane(known.root, lane, workers, pytest_args, known.record_durations)
         for k in COUNTED:
             total[k] += counts.get(k, 0)
         if status not in (0, NO_TESTS) or (status == NO_TESTS and counts.get("error")):

@@ -20,9 +20,9 @@ import sys
 import tempfile
 
 import zoo
-from zoo.data import load_splits
+from zoo.data.tasks import load_splits
 from zoo.evaluation import evaluate_task
-from zoo.onnx_graphs import write_preset_graphs
+from zoo.inference.graphs import write_preset_graphs
 from zoo.paths import PRESETS_DIR, write_json_atomic
 from zoo.train.results import table, versions
 

@@ -16,6 +16,7 @@ __version__ = "0.3.0"
 import importlib as _importlib
 import sys as _sys
 
+from . import _import_hooks
 from .errors import CheckpointError, ConfigError, DataError, ZooError
 
 # public name -> the module that defines it (imported on first use)
@@ -34,10 +35,18 @@ _DEPRECATED = {
     "save_preset": ("model.save_to_preset(folder)", "presets", "save_preset"),
     "load_preset": ("zoo.from_preset", None, None),
 }
-_SUBMODULES = ("attention_masks", "augment", "autotune", "backbone", "backbones", "checkpoints", "cli", "config", "corpus", "data",
-               "distribute", "encoding", "errors", "evaluation", "export", "fingerprints", "fused_onnx", "generation", "heads", "inference", "jobs",
-               "lexical", "logs", "losses", "milvus_index", "models", "onnx_graphs", "openvino_engine", "paths", "pooling", "presets",
-               "pretraining_data", "retrieval", "rotary", "serving", "standard_onnx", "tokenizer", "train", "vector_index", "vectors")
+_SUBMODULES = ("backbones", "checkpoints", "choices", "cli", "config", "data", "distribute", "errors", "evaluation", "export",
+               "fingerprints", "generation", "hardware", "heads", "inference", "jobs", "logs", "losses", "models", "paths",
+               "pooling", "presets", "retrieval", "serving", "tokenizer", "train", "vectors")
+# modules that moved in zoo 0.3 (the house in folders) -> where they are now; the old names import the new modules
+# with a deprecation warning (removed in zoo 0.4)
+MOVED = {"zoo.backbone": "zoo.backbones.bert", "zoo.rotary": "zoo.backbones.rotary",
+         "zoo.attention_masks": "zoo.backbones.masks", "zoo.pair_files": "zoo.data.pair_files",
+         "zoo.corpus": "zoo.data.corpus", "zoo.pretraining_data": "zoo.data.pretraining", "zoo.augment": "zoo.data.augment",
+         "zoo.autotune": "zoo.inference.autotune", "zoo.onnx_graphs": "zoo.inference", "zoo.encoding": "zoo.inference",
+         "zoo.fused_onnx": "zoo.inference.fused_onnx", "zoo.standard_onnx": "zoo.inference.standard_onnx",
+         "zoo.openvino_engine": "zoo.inference.openvino_engine", "zoo.vector_index": "zoo.retrieval.local",
+         "zoo.milvus_index": "zoo.retrieval.milvus", "zoo.lexical": "zoo.retrieval.lexical"}
 
 
 def __getattr__(name):
@@ -56,6 +65,8 @@ def __getattr__(name):
         return value
     elif name in _SUBMODULES:
         return _importlib.import_module(f".{name}", __name__)
+    elif f"zoo.{name}" in MOVED:
+        return _importlib.import_module(f"zoo.{name}")  # warns (the alias finder below)
     else:
         raise AttributeError(f"module 'zoo' has no attribute {name!r}")
     setattr(_sys.modules[__name__], name, value)
@@ -67,10 +78,16 @@ def __getattr__(name):
 def _load_preset(path):
     """(model, tokenizer) of a saved model (the deprecated alias of the name above)."""
     from .presets import load_saved
-    from .tokenizer import Tokenizer
+    from .tokenizer.wordpiece import Tokenizer
 
     model = load_saved(path)
     return model, getattr(model, "tokenizer", None) or Tokenizer.from_preset(path)
+
+
+def _warn_moved(old, new):
+    from .logs import warn_deprecated
+
+    warn_deprecated(old, new)
 
 
 def __dir__():
@@ -80,5 +97,8 @@ def __dir__():
 __all__ = ["AlbertBackbone", "BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET",
            "DataError", "ElectraBackbone", "ErnieBackbone", "RoFormerBackbone", "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets",
            "from_preset", "job", "save_google_checkpoint", "simplify_vocab"]
+
+if not any(isinstance(f, _import_hooks.ModuleAliases) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _import_hooks.ModuleAliases(MOVED, _warn_moved))
 
 from . import _keras_registration  # noqa: E402,F401  (last: registers zoo's Keras classes once Keras is imported)

@@ -40,3 +40,24 @@ class OnFirstImport(importlib.abc.MetaPathFinder):
         if spec is not None and spec.loader is not None:
             spec.loader = WrappedLoader(spec.loader, self.around)
         return spec
+
+
+class ModuleAliases(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Old module names that still import: ``{old: new}``; ``import old`` gives the module ``new`` itself (the same
+    object, so patching one patches the other), after ``warn(old, new)`` -- once, since the alias then stays in
+    ``sys.modules``."""
+
+    def __init__(self, aliases, warn):
+        self.aliases, self.warn = dict(aliases), warn
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.aliases:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        self.warn(spec.name, self.aliases[spec.name])
+        return importlib.import_module(self.aliases[spec.name])
+
+    def exec_module(self, module):
+        pass  # the module is the new one, already executed

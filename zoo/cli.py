@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import shlex
 import sys
 
 from . import __version__
-from .config import add_flags, make_config, parse
+from .config import add_flags, command_line_error, make_config, parse
 from .errors import TrainingInterrupted, ZooError
 from .logs import log, setup_cli
 
@@ -69,11 +70,48 @@ class Job:
         return parse(self.config_class, argv, description, honours, elsewhere=f"zoo {self.command}")
 
     def run(self, config):
-        return self.module.run(config)
+        return self.steps.run(config)
+
+    @property
+    def steps(self):
+        """The job's steps, the functions its ``run`` calls in order (``STEPS`` of its module), for a recipe to call
+        in the same order (``Steps``)."""
+        return Steps(self)
 
     @property
     def report(self):
-        return self.module.report
+        return self.steps.report
+
+
+class Steps:
+    """A job's steps as a recipe calls them: ``steps.data(config)``, ``steps.model(config, checkpoint)`` ... (the
+    names in ``STEPS`` of the job's module, and ``run``). Each is the job's own function; an error it raises that
+    names a parameter names the job's flag instead (``zoo.config.command_line_error``), as on the command line."""
+
+    def __init__(self, job):
+        self._job = job
+
+    def __getattr__(self, name):
+        module = self._job.module
+        if name != "run" and name not in getattr(module, "STEPS", ("report",)):
+            raise AttributeError(f"zoo {self._job.command} has no step {name!r}; its steps: "
+                                 f"{', '.join(getattr(module, 'STEPS', ()))}")
+        function = getattr(module, name)
+
+        @functools.wraps(function)
+        def step(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except ZooError as e:
+                spelled = command_line_error(e, self._job.config_class)
+                if spelled is e:
+                    raise
+                raise spelled from None
+
+        return step
+
+    def __dir__(self):
+        return [*getattr(self._job.module, "STEPS", ()), "run"]
 
 
 def job(command):
@@ -139,7 +177,7 @@ def main(argv=None):
         print(f"interrupted at epoch {e.epoch}, step {e.step}; resume with: zoo {shlex.join(argv)}", file=sys.stderr)
         return 130
     except (ZooError, FileNotFoundError, FileExistsError, ValueError, TypeError, ImportError) as e:
-        print(f"zoo {command}: error: {e}", file=sys.stderr)
+        print(f"zoo {command}: error: {command_line_error(e, the_job.config_class)}", file=sys.stderr)
         return 2
     if command == "evaluate":
         print(the_job.module.markdown(result))

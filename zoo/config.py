@@ -19,17 +19,11 @@ import dataclasses
 import types
 import typing
 
+from .choices import DISTRIBUTE_MODES
 from .errors import ConfigError
 from .logs import log, show_bars
 from .paths import DEFAULT_PRESET
 
-# sentence vectors (``zoo.pooling``); the last four are sentence-transformers' max, lasttoken, weightedmean and
-# mean_sqrt_len_tokens
-POOLINGS = ("cls", "mean", "first-last-avg", "pooler", "max", "lasttoken", "weightedmean", "mean_sqrt_len")
-CROSS_ENCODER_HEADS = ("softmax", "cosent")  # ``zoo.CrossEncoder``'s score heads
-PRETRAINING_OBJECTIVES = ("mlm", "tacl", "taco")  # ``zoo.models.pretrainer``
-DVBERT_OBJECTIVES = ("sbert", "cosent", "cosent-gap")  # ``zoo.train.distillation_trainer``
-DISTRIBUTE_MODES = ("none", "data-parallel")
 # keras.distribution.initialize reads these too
 ENV_COORDINATOR = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 ENV_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -149,6 +143,18 @@ def refuse_set(config_class, values, refused, elsewhere=None):
                           + (f"; {elsewhere} does" if elsewhere else ""))
 
 
+def command_line_error(error, config_class):
+    """``error`` as the command line says it: a ZooError naming a parameter (``error.param``) that is a field of
+    ``config_class`` names that field's flag instead (``columns`` -> ``--columns``); any other error as it is."""
+    param = getattr(error, "param", None)
+    field = next((f for f in dataclasses.fields(config_class) if f.name == param), None) if param else None
+    if field is None:
+        return error
+    spelled = type(error)(error.naming(flag_name(field)), param=param)
+    spelled.__traceback__ = error.__traceback__
+    return spelled
+
+
 def make_config(config_class, args, parser=None, refused=(), elsewhere=None):
     """The config from parsed ``args``; flags of ``refused`` fields set to anything but their default are
     refused (``refuse_set``). A ConfigError becomes a usage error of ``parser`` (exit status 2) when there is one."""
@@ -164,8 +170,9 @@ def make_config(config_class, args, parser=None, refused=(), elsewhere=None):
                 raise ConfigError(f"{flag_name(f)} is required")
         config = config_class(**values)
     except ConfigError as e:
+        e = command_line_error(e, config_class)
         if parser is None:
-            raise
+            raise e from None
         parser.exit(2, f"{parser.prog}: error: {e}\n")  # one line: the usage is for flags argparse itself refuses
     if getattr(config, "progress", True) is False:  # --no-progress: the evaluations' bars too, not only training's
         show_bars(False)
@@ -205,7 +212,7 @@ class DistributeOptions:
 @dataclasses.dataclass
 class DataOptions:
     """Where a job's pairs come from: benchmarks or task folders of yours (``--tasks``, ``--data-dir``), or files of
-    yours (``--train``, ``--valid``, ``--test``) in any format ``zoo.pair_files`` reads (docs/your-data.md).
+    yours (``--train``, ``--valid``, ``--test``) in any format ``zoo.data.pair_files`` reads (docs/your-data.md).
 
     ``--valid`` and ``--test`` make a data set of yours, named after the files ("mydata" for mydata.valid.csv): it
     replaces ``--tasks``, and results and reports carry its name. ``--train`` alone replaces the train split of
@@ -341,12 +348,6 @@ class StreamOptions:
 def output_option(default):
     """The ``--output`` flag of a training job whose default run folder is named after its settings."""
     return option(None, f"run folder: best model, checkpoint, results (rerun to resume; default: {default})")
-
-
-def check_warmup(warmup, name="--warmup"):
-    """ConfigError naming ``name`` unless ``warmup`` (a share of the training steps) is None or in [0, 1)."""
-    if warmup is not None and not 0 <= warmup < 1:
-        raise ConfigError(f"{name} is a share of the training steps in [0, 1), got {warmup}")
 
 
 def check_positive(config, *names, optional=False):

@@ -34,7 +34,7 @@ import time
 import keras
 import numpy as np
 
-from .config import DISTRIBUTE_MODES as MODES
+from .choices import DISTRIBUTE_MODES as MODES
 from .config import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
 from .errors import ConfigError
 from .logs import log

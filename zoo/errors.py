@@ -3,7 +3,21 @@ optional package names the ``pip install 'zoo[...]'`` that brings it (``require`
 
 
 class ZooError(Exception):
-    """Base class of the errors zoo raises on purpose."""
+    """Base class of the errors zoo raises on purpose. ``param``: the parameter the message names (a library
+    function's argument or a config field), which the command line spells as its flag (``naming``)."""
+
+    def __init__(self, message="", param=None):
+        super().__init__(message)
+        self.param = param
+
+    def naming(self, spelling):
+        """The message with its parameter's name, where it first appears, written as ``spelling`` (a flag)."""
+        import re
+
+        message = str(self)
+        if not self.param:
+            return message
+        return re.sub(rf"(?<![\w-]){re.escape(self.param)}(?![\w-])", lambda _: spelling, message, count=1)
 
 
 class CheckpointError(ZooError, ValueError):

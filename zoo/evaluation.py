@@ -63,16 +63,15 @@ class SpearmanEvaluator(Evaluator):
     """Spearman's rank correlation (primary) and Pearson's of each pair's cosine against its gold label, x100:
     ``spearman = pearson(rank(cos(u_i, v_i)), rank(y_i))``, ties averaged (scipy).
 
-    Inputs: a model with ``similarity_pairwise`` (SentenceEncoder, SimBERT) and a PairDataset whose labels are 0/1
-    or graded (STS-B 0-5). The standard metric of Chinese STS evaluation (Su Jianlin, "CoSENT (一)", 2022: the
+    Inputs: a model with ``similarity_pairwise`` (SentenceEncoder, SimBERT: the cosines), or a CrossEncoder (its
+    scores), and a PairDataset whose labels are 0/1 or graded (STS-B 0-5). The standard metric of Chinese STS evaluation (Su Jianlin, "CoSENT (一)", 2022: the
     Spearman of the cosines, over the whole split)."""
 
     def __init__(self, dataset, batch_size=128, name="valid"):
         self.dataset, self.batch_size, self.name = dataset, batch_size, name
 
     def __call__(self, model):
-        scores = model.similarity_pairwise(self.dataset.texts_a, self.dataset.texts_b, batch_size=self.batch_size,
-                                           precision="fp32")  # the Keras model itself is what is evaluated
+        scores = pair_scores(model, self.dataset, self.batch_size)  # the Keras model itself, at fp32
         self.scores = scores  # kept for thresholds and plots
         return {"spearman": 100 * spearman(scores, self.dataset.labels),
                 "pearson": 100 * pearson(scores, self.dataset.labels)}

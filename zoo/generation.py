@@ -13,9 +13,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from .backbone import backbone_inputs
-from .attention_masks import unilm_mask
-from .rotary import RotaryAttention
+from .backbones.bert import backbone_inputs
+from .backbones.masks import unilm_mask
+from .backbones.rotary import RotaryAttention
 
 
 def _compiled(fn):
@@ -46,7 +46,7 @@ class CachedUniLM:
         self._prefill = _compiled(self._prefill_fn)
 
     def _embed(self, token_ids, positions, segment):
-        """The backbone's embedding block (``zoo.backbone.embed``) at explicit ``positions`` and one segment."""
+        """The backbone's embedding block (``zoo.backbones.bert.embed``) at explicit ``positions`` and one segment."""
         layer = self.bb._layer_or_none
         x = layer("token_embedding")(token_ids)
         if layer("position_embedding") is not None:

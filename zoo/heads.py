@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .choices import SCORE_HEADS
 from .vectors import normalize_rows
 
 EMBEDDING, SCORE = "embedding", "score"
-SCORE_HEADS = ("softmax", "cosent")
 
 
 @dataclass(frozen=True)

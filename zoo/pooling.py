@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from .config import POOLINGS
+from .choices import POOLINGS
 
 FILL = -1e9  # what padded positions hold before a max (sentence-transformers' rule)
 

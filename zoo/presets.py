@@ -15,8 +15,16 @@ import os
 
 from .errors import CheckpointError, MissingFileError
 from .logs import log
-from .paths import (PRESET_CONFIG, PRESET_WEIGHTS, VOCAB_FILE, atomic_dir, check_manifest, file_manifest,
-                    read_json_file, resolve)
+from .paths import (
+    PRESET_CONFIG,
+    PRESET_WEIGHTS,
+    VOCAB_FILE,
+    atomic_dir,
+    check_manifest,
+    file_manifest,
+    read_json_file,
+    resolve,
+)
 
 FORMAT = "zoo-preset"
 
@@ -131,7 +139,7 @@ def recorded_max_input_tokens(path):
 
 def remember_source(model, directory, config):
     """Record on ``model`` the preset it was loaded from (folder, weights sha256, a fingerprint of the weights),
-    so that its fused ONNX graphs can be the preset's own (``zoo.onnx_graphs.loaded_preset``)."""
+    so that its fused ONNX graphs can be the preset's own (``zoo.inference.graphs.loaded_preset``)."""
     from .fingerprints import weights_fingerprint
 
     weights = ((config.get("files") or {}).get(PRESET_WEIGHTS) or {}).get("sha256")
@@ -181,7 +189,7 @@ def load_saved(path, verify=True):
     if hasattr(type(model), "max_input_tokens"):
         model.max_input_tokens = config.get("metadata", {}).get("max_input_tokens")
     if os.path.exists(os.path.join(directory, VOCAB_FILE)) and hasattr(model, "tokenizer"):
-        from .tokenizer import Tokenizer
+        from .tokenizer.wordpiece import Tokenizer
 
         model.tokenizer = Tokenizer.from_preset(directory)
     remember_source(model, directory, config)

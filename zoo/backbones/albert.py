@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import keras
 
-from ..backbone import BertBackbone
+from .bert import BertBackbone
 
 
 @keras.saving.register_keras_serializable(package="zoo")

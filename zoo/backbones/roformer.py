@@ -1,5 +1,5 @@
 """RoFormer (Su et al. 2021) and RoFormer-Sim (SimBERT v2): BERT with rotary position embeddings in every
-self-attention layer (``zoo.rotary``) instead of a learned position table; factorised embeddings where the
+self-attention layer (``zoo.backbones.rotary``) instead of a learned position table; factorised embeddings where the
 checkpoint's ``embedding_size`` differs from ``hidden_size``. Checkpoints: bert4keras' TF1 releases (BERT's
 variable names without ``position_embeddings``) and transformers' ``RoFormerModel`` folders."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import keras
 
-from ..backbone import BertBackbone
+from .bert import BertBackbone
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -13,12 +13,14 @@ import time
 
 import numpy as np
 
-from ..augment import WORD_ORDER, word_order_pairs
-from ..config import POOLINGS, DataOptions, StreamOptions, TrainOptions, check_warmup, option, output_option
-from ..corpus import read_corpus
-from ..data import load_splits
+from ..choices import POOLINGS, check_warmup
+from ..config import DataOptions, StreamOptions, TrainOptions, option, output_option
+from ..data.augment import WORD_ORDER, word_order_pairs
+from ..data.corpus import read_corpus
+from ..data.tasks import load_splits
 from ..errors import ConfigError
-from .common import check_checkpoint, check_tasks, start, streamed_files
+from . import common
+from .common import check_checkpoint, check_tasks, streamed_files
 
 OBJECTIVES = ("cosent", "sbert", "cosine_mse")
 
@@ -44,7 +46,7 @@ class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
                                         "64,128 (cosent / cosine_mse; encode with truncate_dim=D)")
     word_order_negatives: int = option(0, "add N word-order rewrites of each batch's sentences to it as "
                                           "non-paraphrase pairs (label 0; the same words in another order: "
-                                          "zoo.augment; tasks with 0/1 labels; cosent)")
+                                          "zoo.data.augment; tasks with 0/1 labels; cosent)")
     in_batch_weight: float = option(0.0, "add W x an in-batch ranking loss to CoSENT: each paraphrase pair's first "
                                          "text ranks its partner above the batch's other second texts, word-order "
                                          "negatives included (multiple negatives ranking; cosent)")
@@ -100,13 +102,49 @@ class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
         return "+".join(self.tasks)
 
 
-def train_batches(config, tokenizer, splits):
-    """The job's batch source: the train pairs of ``config.tasks`` (``zoo.train.pair_training_batches``), or one
-    task's pairs streamed from files (``--stream`` / ``--train-files``), plus inverse cloze batches of
-    ``--ict-corpus``."""
-    from ..losses import objective_labels
-    from ..train.batches import InverseClozeBatches, pair_training_batches, streamed_pairs
+# ---------------------------------------------------------------------------------- the job's steps
+# ``run`` calls them in this order, and so does the recipe (tasks/train_bi_encoder.py, tasks/lcqmc_cosent.py).
+STEPS = ("start", "data", "model", "batches", "trainer", "evaluator", "train", "final_scores", "report")
 
+
+def start(config):
+    """The distribution (``--distribute``), the seed, the run folder -> (checkpoint, output)."""
+    return common.start(config, f"{config.task}_{config.objective}_{config.pooling}")
+
+
+def data(config):
+    """{task: {split: PairDataset}}: each task's train / valid / test pairs, or your files (``--train``,
+    ``--valid``, ``--test``, any format, ``--columns``); train is left out when streamed. Triplet train files turn
+    the in-batch ranking loss on (``use_triplets``)."""
+    splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
+                             **config.reading(t)) for t in config.tasks}
+    use_triplets(config, splits)
+    return splits
+
+
+def model(config, checkpoint):
+    """The SentenceEncoder to train: ``--checkpoint``'s backbone (any form) with ``--pooling``; ``--query-prefix``
+    is saved with it."""
+    from ..models.bi_encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    encoder.query_prefix = config.query_prefix
+    if any(d > encoder.dim for d in config.matryoshka_dims):
+        raise ConfigError(f"--matryoshka-dims: the model has {encoder.dim} dimensions, got {config.matryoshka_dims}")
+    return encoder
+
+
+def batches(config, encoder, splits):
+    """The batch source: the train pairs of ``--tasks`` (one task per batch, or mixed: ``--batching``), each batch
+    with ``--word-order-negatives`` rewrites of its sentences (label 0), labels as ``--loss`` wants them
+    (``zoo.train.pair_training_batches``); or one task's pairs read lazily (``--stream``); plus inverse cloze
+    batches of ``--ict-corpus``."""
+    from ..losses import objective_labels
+    from ..train.batches import pair_training_batches
+    from ..train.streaming import streamed_pairs
+    from ..train.text_batches import InverseClozeBatches
+
+    tokenizer = encoder.tokenizer
     if config.streamed:
         return streamed_pairs(tokenizer, config.tasks[0], config.batch_size, config.maxlen,
                               lambda y, graded: objective_labels(config.objective, y, graded),
@@ -121,6 +159,66 @@ def train_batches(config, tokenizer, splits):
                                  config.maxlen, objective=config.objective, batching=config.batching,
                                  length_buckets=config.length_buckets, in_batch=bool(config.in_batch_weight),
                                  word_order_negatives=config.word_order_negatives, seed=config.seed, extra=extra)
+
+
+def trainer(config, encoder, batches):
+    """The compiled training model: the cosine of each pair (at each ``--matryoshka-dims`` too), the SBERT softmax
+    head, or the embeddings (``--in-batch-weight``), with ``--loss`` and Adam at ``--lr`` (``--warmup``: linear
+    warm-up, then linear decay)."""
+    import keras
+
+    from ..losses import objective_loss
+    from ..models.bi_encoder import build_trainer
+    from ..train.schedules import learning_rate
+
+    model = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
+                                                                config.epochs * len(batches))),
+                  loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
+                  jit_compile=config.jit_compile)
+    return model
+
+
+def evaluator(config, splits):
+    """What keeps the best epoch: valid Spearman of the task, or the mean over the tasks (and WORDORDER,
+    ``--word-order-valid``)."""
+    from ..evaluation import MeanEvaluator, SpearmanEvaluator
+
+    evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in config.tasks}
+    if config.word_order_valid:
+        evaluators[WORD_ORDER] = SpearmanEvaluator(word_order_valid(config), config.eval_batch_size, name=WORD_ORDER)
+    chosen = evaluators[config.tasks[0]] if len(evaluators) == 1 else MeanEvaluator(evaluators)
+    chosen.name = "valid"
+    return chosen
+
+
+def train(config, trainer, batches, evaluator, encoder, output):
+    """Keras fit, resumable (``zoo.train.fit``): the evaluator before training and after each epoch keeps the best
+    model in OUTPUT/model -> the Run."""
+    from ..train.loop import fit
+
+    return fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=encoder,
+               save_every=config.save_every, show_progress=config.progress,
+               metadata={"task": config.task, "objective": config.objective})
+
+
+def final_scores(config, run, splits):
+    """{task: scores} of the best model: each trained task's valid and test Spearman and its accuracy at the
+    threshold fitted on valid (``zoo.evaluation.evaluate_task``), and ``--eval-tasks`` it was not trained on."""
+    from ..evaluation import evaluate_task
+    from ..models.bi_encoder import SentenceEncoder
+
+    best = SentenceEncoder.from_preset(run.model_dir)
+    single = len(config.tasks) == 1 and not config.word_order_valid
+    reuse = run.best_scores if single else (run.best_scores or {})  # the valid scores of the best epoch
+    per_task = {t: evaluate_task(best, splits[t], config.eval_batch_size, reuse if single else reuse.get(t))
+                for t in config.tasks}
+    for t in config.eval_tasks:
+        if t not in config.tasks:
+            per_task[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
+                                                          limit_eval=config.limit_eval, **config.reading(t)),
+                                        config.eval_batch_size)
+    return per_task
 
 
 def use_triplets(config, splits):
@@ -141,56 +239,22 @@ def use_triplets(config, splits):
 
 def word_order_valid(config):
     """WORDORDER: LCQMC valid's paraphrase pairs (a, b, 1) plus (a, word-order rewrite of a, 0) for each a that
-    has one (``zoo.augment.word_order_pairs``, seed 0: the same set for every run). Never built from test."""
+    has one (``zoo.data.augment.word_order_pairs``, seed 0: the same set for every run). Never built from test."""
     valid = load_splits("LCQMC", config.data_dir, splits=("valid",))["valid"]
     return word_order_pairs(valid.head(config.limit_eval) if config.limit_eval else valid)
 
 
 def run(config: BiEncoderConfig):
-    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
-    import keras
-
-    from ..evaluation import MeanEvaluator, SpearmanEvaluator, evaluate_task
-    from ..losses import objective_loss
-    from ..models.bi_encoder import SentenceEncoder, build_trainer
-    from ..train import fit, learning_rate
-
+    """The job: its steps in order; returns the results dict (also written to OUTPUT/results.json and
+    results.md)."""
     t0 = time.time()
-    tasks = config.tasks
-    checkpoint, output = start(config, f"{config.task}_{config.objective}_{config.pooling}")
-    splits = {t: load_splits(t, config.data_dir, config.limit_train, config.kept_splits, config.limit_eval,
-                             **config.reading(t)) for t in tasks}
-    use_triplets(config, splits)
-
-    encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
-    encoder.query_prefix = config.query_prefix
-    batches = train_batches(config, encoder.tokenizer, splits)
-    if any(d > encoder.dim for d in config.matryoshka_dims):
-        raise ConfigError(f"--matryoshka-dims: the model has {encoder.dim} dimensions, got {config.matryoshka_dims}")
-    trainer = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
-    trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
-                                                                  config.epochs * len(batches))),
-                    loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
-                    jit_compile=config.jit_compile)
-    evaluators = {t: SpearmanEvaluator(splits[t]["valid"], config.eval_batch_size, name=t) for t in tasks}
-    if config.word_order_valid:
-        evaluators[WORD_ORDER] = SpearmanEvaluator(word_order_valid(config), config.eval_batch_size, name=WORD_ORDER)
-    evaluator = evaluators[tasks[0]] if len(evaluators) == 1 else MeanEvaluator(evaluators)
-    evaluator.name = "valid"
-    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=encoder,
-              save_every=config.save_every, show_progress=config.progress,
-              metadata={"task": config.task, "objective": config.objective})
-
-    best = SentenceEncoder.from_preset(run.model_dir)
-    reuse = run.best_scores if len(evaluators) == 1 else (run.best_scores or {})  # valid scores of the best epoch
-    per_task = {t: evaluate_task(best, splits[t], config.eval_batch_size,
-                                 reuse if len(evaluators) == 1 else reuse.get(t)) for t in tasks}
-    for t in config.eval_tasks:
-        if t not in tasks:
-            per_task[t] = evaluate_task(best, load_splits(t, config.data_dir, splits=("valid", "test"),
-                                                          limit_eval=config.limit_eval, **config.reading(t)),
-                                        config.eval_batch_size)
-    return report(config, checkpoint, output, run, splits, per_task, t0, batches)
+    checkpoint, output = start(config)
+    splits = data(config)
+    encoder = model(config, checkpoint)
+    source = batches(config, encoder, splits)
+    compiled = trainer(config, encoder, source)
+    result = train(config, compiled, source, evaluator(config, splits), encoder, output)
+    return report(config, checkpoint, output, result, splits, final_scores(config, result, splits), t0, source)
 
 
 def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):

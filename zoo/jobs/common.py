@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..data import TASKS, is_task
+from ..data.tasks import TASKS, is_task
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
@@ -14,7 +14,7 @@ from ..paths import DEFAULT_PRESET
 def check_tasks(tasks, flag="--tasks", config=None):
     """ConfigError naming the tasks of ``tasks`` that are neither a benchmark nor a folder of yours under
     ``config.data_dir`` (nor the data set of ``config``'s ``--valid``/``--test`` files), or a bad ``--columns``."""
-    from ..pair_files import parse_columns
+    from ..data.pair_files import parse_columns
 
     try:
         parse_columns(getattr(config, "columns", ()))

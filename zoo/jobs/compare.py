@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 
+from .._plots import score_plot_record
 from ..config import DataOptions, option
-from ..data import load_splits
+from ..data.tasks import load_splits
 from ..evaluation import accuracy, best_threshold, percent, spearman, threshold_accuracy
 from ..logs import log
-from .._plots import score_plot_record
 from . import bi_encoder, cross_encoder
 from .common import check_checkpoint, check_tasks
 

@@ -16,11 +16,13 @@ import time
 
 import numpy as np
 
-from ..config import DVBERT_OBJECTIVES as OBJECTIVES
-from ..config import POOLINGS, DataOptions, TrainOptions, check_warmup, option, output_option
-from ..data import load_splits
+from ..choices import DVBERT_OBJECTIVES as OBJECTIVES
+from ..choices import POOLINGS, check_warmup
+from ..config import DataOptions, TrainOptions, option, output_option
+from ..data.tasks import load_splits
 from ..errors import ConfigError
-from .common import check_checkpoint, check_tasks, start
+from . import common
+from .common import check_checkpoint, check_tasks
 
 
 @dataclasses.dataclass
@@ -60,36 +62,90 @@ class DvBERTConfig(TrainOptions, DataOptions):
         return self.tasks[0]
 
 
-def run(config: DvBERTConfig):
-    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
+# ---------------------------------------------------------------------------------- the job's steps
+# ``run`` calls them in this order, and so does the recipe (tasks/dvbert_distill.py).
+STEPS = ("start", "data", "teachers", "model", "trainer", "evaluator", "train", "final_scores", "report")
+
+
+def start(config):
+    """The distribution (``--distribute``), the seed, the run folder -> (checkpoint, output)."""
+    return common.start(config, f"{config.task}_dvbert")
+
+
+def data(config):
+    """{split: PairDataset} of the task; ConfigError unless its train labels are 0/1."""
+    splits = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval,
+                         **config.reading(config.task))
+    if not np.all(np.isin(splits["train"].labels, (0, 1))):
+        raise ConfigError(f"DvBERT here handles binary labels; {config.task} train has other values")
+    return splits
+
+
+def teachers(config, data, output):
+    """The teachers' probabilities on every train pair [N, teachers, 2], cached in the run folder."""
+    from ..models.cross_encoder import predict_teachers
+
+    return predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
+                            config.progress)
+
+
+def model(config, checkpoint):
+    """The student: a SentenceEncoder with ``--pooling`` (the seed is set again first, so the teachers' pass does
+    not shift the student's random stream)."""
     import keras
 
-    from ..evaluation import SpearmanEvaluator, evaluate_task
     from ..models.bi_encoder import SentenceEncoder
-    from ..models.cross_encoder import predict_teachers
-    from ..train import distillation_trainer, fit
 
+    keras.utils.set_random_seed(config.seed)
+    return SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+
+
+def trainer(config, student, data, teacher_probs):
+    """(batches, compiled trainer): targets annealed from the teachers to the gold labels over the run, and the
+    student's loss (``--objective``: the softmax head against the targets, CoSENT ranked by them, or that CoSENT
+    weighted by each pair's target gap; ``zoo.train.distillation_trainer``)."""
+    from ..train.steps import distillation_trainer
+
+    return distillation_trainer(student, data["train"], teacher_probs, config.objective, batch_size=config.batch_size,
+                                maxlen=config.maxlen, epochs=config.epochs, lr=config.lr, warmup=config.warmup,
+                                jit_compile=config.jit_compile)
+
+
+def evaluator(config, data):
+    """Valid Spearman keeps the best student."""
+    from ..evaluation import SpearmanEvaluator
+
+    return SpearmanEvaluator(data["valid"])
+
+
+def train(config, trainer, batches, evaluator, student, output):
+    """Keras fit, resumable (``zoo.train.fit``), keeping the best student in OUTPUT/model -> the Run."""
+    from ..train.loop import fit
+
+    return fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=student,
+               save_every=config.save_every, show_progress=config.progress,
+               metadata={"job": "dvbert", "objective": config.objective, "teachers": list(config.teachers)})
+
+
+def final_scores(config, run, data):
+    """The best student's valid and test Spearman, and its test accuracy at the threshold fitted on valid."""
+    from ..evaluation import evaluate_task
+    from ..models.bi_encoder import SentenceEncoder
+
+    return evaluate_task(SentenceEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
+
+
+def run(config: DvBERTConfig):
+    """The job: its steps in order; returns the results dict (also written to OUTPUT/results.json and
+    results.md)."""
     t0 = time.time()
-    checkpoint, output = start(config, f"{config.task}_dvbert")
-    data = load_splits(config.task, config.data_dir, config.limit_train, limit_eval=config.limit_eval,
-                       **config.reading(config.task))
-    if not np.all(np.isin(data["train"].labels, (0, 1))):
-        raise ConfigError(f"DvBERT here handles binary labels; {config.task} train has other values")
-    teacher_probs = predict_teachers(config.teachers, data["train"], os.path.join(output, "teacher_probs.npz"),
-                                     config.progress)
-    keras.utils.set_random_seed(config.seed)  # the teachers' pass must not shift the student's random stream
-
-    student = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
-    batches, trainer = distillation_trainer(student, data["train"], teacher_probs, config.objective,
-                                            batch_size=config.batch_size, maxlen=config.maxlen, epochs=config.epochs,
-                                            lr=config.lr, warmup=config.warmup, jit_compile=config.jit_compile)
-    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed,
-              evaluator=SpearmanEvaluator(data["valid"]), model=student, save_every=config.save_every,
-              show_progress=config.progress, metadata={"job": "dvbert", "objective": config.objective,
-                                                       "teachers": list(config.teachers)})
-
-    scores = evaluate_task(SentenceEncoder.from_preset(run.model_dir), data, valid_scores=run.best_scores)
-    return report(config, checkpoint, output, run, data, scores, t0)
+    checkpoint, output = start(config)
+    splits = data(config)
+    probs = teachers(config, splits, output)
+    student = model(config, checkpoint)
+    source, compiled = trainer(config, student, splits, probs)
+    result = train(config, compiled, source, evaluator(config, splits), student, output)
+    return report(config, checkpoint, output, result, splits, final_scores(config, result, splits), t0)
 
 
 def report(config, checkpoint, output, run, data, scores, t0):

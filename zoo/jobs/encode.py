@@ -7,7 +7,7 @@ recorded as done. A killed run resumes at the first chunk not done; ``--processe
 worker p taking every chunk c with c % N == p (each with its share of the cores). When every chunk is done the
 array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, int8 scales, and
 ``vector_source``: the runtime, precision and ONNX graph sha256 that made the vectors). Where the model's fused
-graph exists the lines are embedded by the light runtime (``zoo.encoding``: ONNX Runtime, no TensorFlow).
+graph exists the lines are embedded by the light runtime (``zoo.inference.light``: ONNX Runtime, no TensorFlow).
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ import time
 
 import numpy as np
 
-from ..config import POOLINGS, option
-from ..data import count_lines, iter_chunks, iter_lines
+from ..choices import POOLINGS
+from ..config import option
+from ..data.tasks import count_lines, iter_chunks, iter_lines
 from ..errors import ConfigError, DataError, MissingFileError, ZooError
+from ..hardware import usable_cpus
+from ..inference.precisions import PRECISIONS
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
-from ..inference import PRECISIONS
-from .encode_rows import ChunkRows, done_chunks
 from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
+from .encode_rows import ChunkRows, done_chunks
 
 CALIBRATION_LINES = 2048  # int8 storage: per-dimension scales from the embeddings of the first lines
 
@@ -58,7 +60,7 @@ class EncodeConfig:
                                     "measured close to fp32 here; may be int8), fp32 (Keras), bf16 (CPUs with "
                                     "AVX512-BF16/AMX, else fp32 with a warning), onnx-fp32 or int8 (a fused ONNX "
                                     "Runtime graph; zoo.inference). Where the model's fused graph exists, auto, "
-                                    "onnx-fp32 and int8 run without TensorFlow (zoo.encoding)",
+                                    "onnx-fp32 and int8 run without TensorFlow (zoo.inference.light)",
                             choices=PRECISIONS)
     processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p (with "
                                "--engine ray: the number of Ray actors, one model copy each)")
@@ -84,7 +86,7 @@ class EncodeConfig:
 def load_light(config):
     """The light runtime's ``OnnxEncoder`` where the model's fused graph exists (no TensorFlow is imported), else
     None."""
-    from ..encoding import light_encoder
+    from ..inference.light import light_encoder
 
     if config.pooling is None and config.engine == "local":
         light = light_encoder(config.model, config.precision)
@@ -155,7 +157,7 @@ def _start_work(work, settings, model, config):
 def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
     """Encode the chunks of worker ``shard`` of ``shards`` not yet done, writing rows in place."""
     if model is None:
-        threads = max(1, (os.cpu_count() or 1) // shards)
+        threads = max(1, usable_cpus() // shards)
         os.environ["ZOO_ORT_THREADS"] = str(threads)  # the light runtime's share of the cores
         model = load_light(config)
         if model is None:  # Keras: TensorFlow's share, set before the backend starts

@@ -7,8 +7,9 @@ import dataclasses
 import os
 import time
 
-from ..config import POOLINGS, DataOptions, option
-from ..data import TASKS, load_splits
+from ..choices import POOLINGS
+from ..config import DataOptions, option
+from ..data.tasks import TASKS, load_splits
 from ..errors import ConfigError
 from .common import check_checkpoint, check_tasks
 

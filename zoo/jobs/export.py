@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..config import POOLINGS, option
+from ..choices import POOLINGS
+from ..config import option
 from ..errors import ConfigError
 from ..logs import log
 
@@ -46,7 +47,9 @@ class ExportConfig:
 def run(config: ExportConfig):
     """Export ``--model``; returns the version folder written."""
     from ..checkpoints import save_transformers
-    from ..export import export_onnx_folder, export_saved_model, load_exportable, quantized_copy, version_path
+    from ..export.exportable import load_exportable, version_path
+    from ..export.onnx import export_onnx_folder
+    from ..export.saved_model import export_saved_model, quantized_copy
     from ..paths import EXPORT_MANIFEST, atomic_dir, read_json_file
 
     model = load_exportable(config.model, pooling=config.pooling, maxlen=config.maxlen)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..config import POOLINGS, DataOptions, TrainOptions, option
-from ..data import available_tasks, load_splits, read_lines, read_pairs, sample_texts, sample_train_texts
+from ..choices import POOLINGS
+from ..config import DataOptions, TrainOptions, option
+from ..data.pair_files import read_pairs
+from ..data.tasks import available_tasks, load_splits, read_lines, sample_texts, sample_train_texts
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
@@ -57,6 +59,24 @@ class MirrorBertConfig(TrainOptions, DataOptions):
         check_checkpoint(self.checkpoint)
 
 
+# ---------------------------------------------------------------------------------- the job's steps
+# ``run`` calls them in this order, and so does the recipe (tasks/mirror_bert.py).
+STEPS = ("start", "data", "model", "batches", "trainer", "evaluation_sets", "zero_shot", "train", "report")
+
+
+def start(config):
+    """The distribution (``--distribute``) -> the checkpoint to start from."""
+    setup_distribution(config)
+    return config.checkpoint or DEFAULT_PRESET
+
+
+def data(config):
+    """({task: data folder} of the test splits scored: those of ``--tasks`` found, or your ``--test``; the training
+    sentences: ``--sentences``, or 10,000 random train-split texts of the tasks, or of ``--train``)."""
+    tasks = {config.tasks[0]: config.data_dir} if config.valid else available_tasks(config.tasks, config.data_dir)
+    return tasks, training_sentences(config, tasks)
+
+
 def training_sentences(config, tasks):
     """--sentences (one per line), or 10,000 random train-split texts of ``tasks``; ``--limit-train N``: N of them."""
     if config.sentences:
@@ -71,6 +91,39 @@ def training_sentences(config, tasks):
     return sample_train_texts(tasks, n, config.seed)
 
 
+def model(config, checkpoint):
+    """The encoder (``--pooling``), which keeps dropout (``--dropout``) on while training; the seed is set first."""
+    import keras
+
+    from ..models.bi_encoder import SentenceEncoder
+
+    keras.utils.set_random_seed(config.seed)
+    return SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen,
+                                       dropout=config.dropout)
+
+
+def batches(config, encoder, sentences):
+    """Two views of each sentence: a random span of ``--k`` characters masked in one copy (Mirror-BERT); dropout
+    alone with ``--k 0`` (SimCSE)."""
+    from ..train.text_batches import MirrorBatches
+
+    return MirrorBatches(encoder.tokenizer, sentences, config.batch_size, config.maxlen, config.k, config.min_chars)
+
+
+def trainer(config, encoder):
+    """The compiled encoder: InfoNCE, each view's partner the other view of its sentence (at each
+    ``--matryoshka-dims`` too); AdamW at ``--lr``."""
+    import keras
+
+    from ..losses import InBatchSoftmaxLoss
+
+    compiled = encoder.trainer()
+    compiled.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
+                     loss=InBatchSoftmaxLoss(config.temperature, config.matryoshka_dims),
+                     jit_compile=config.jit_compile)
+    return compiled
+
+
 def evaluation_sets(config, tasks):
     """({task: test PairDataset}, the valid split that keeps an epoch: yours, or LCQMC's), cut to their first
     ``--limit-eval`` pairs."""
@@ -82,35 +135,39 @@ def evaluation_sets(config, tasks):
     return tests, valid
 
 
-def run(config: MirrorBertConfig):
-    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
-    import keras
-
+def zero_shot(config, encoder, tests):
+    """{task: test Spearman} of an encoder (before training, and of the best model after)."""
     from ..evaluation import SpearmanEvaluator
-    from ..losses import InBatchSoftmaxLoss
-    from ..models.bi_encoder import SentenceEncoder
-    from ..train import MirrorBatches, fit
 
-    t0 = time.time()
-    setup_distribution(config)
-    start = config.checkpoint or DEFAULT_PRESET
-    tasks = {config.tasks[0]: config.data_dir} if config.valid else available_tasks(config.tasks, config.data_dir)
-    sentences = training_sentences(config, tasks)
-    keras.utils.set_random_seed(config.seed)
-    encoder = SentenceEncoder.from_preset(start, pooling=config.pooling, maxlen=config.maxlen, dropout=config.dropout)
-    batches = MirrorBatches(encoder.tokenizer, sentences, config.batch_size, config.maxlen, config.k,
-                            config.min_chars)
-    trainer = encoder.trainer()
-    trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
-                    loss=InBatchSoftmaxLoss(config.temperature, config.matryoshka_dims), jit_compile=config.jit_compile)
-    tests, valid = evaluation_sets(config, tasks)
-    before = {t: SpearmanEvaluator(d)(encoder)["spearman"] for t, d in tests.items()}
+    return {t: SpearmanEvaluator(d)(encoder)["spearman"] for t, d in tests.items()}
+
+
+def train(config, trainer, batches, valid, encoder):
+    """Keras fit, resumable (``zoo.train.fit``): valid Spearman keeps the best encoder in OUTPUT/model -> (the
+    Run, the best encoder)."""
+    from ..evaluation import SpearmanEvaluator
+    from ..models.bi_encoder import SentenceEncoder
+    from ..train.loop import fit
+
     run = fit(trainer, batches, config.output, epochs=config.epochs, seed=config.seed,
               evaluator=SpearmanEvaluator(valid), model=encoder, save_every=config.save_every,
-              show_progress=config.progress,
-              unit="sent", metadata={"job": "mirror-bert" if config.k else "simcse"})
-    after = {t: SpearmanEvaluator(d)(SentenceEncoder.from_preset(run.model_dir))["spearman"] for t, d in tests.items()}
-    return report(config, start, sentences, run, before, after, t0)
+              show_progress=config.progress, unit="sent", metadata={"job": "mirror-bert" if config.k else "simcse"})
+    return run, SentenceEncoder.from_preset(run.model_dir)
+
+
+def run(config: MirrorBertConfig):
+    """The job: its steps in order; returns the results dict (also written to OUTPUT/results.json and
+    results.md)."""
+    t0 = time.time()
+    checkpoint = start(config)
+    tasks, sentences = data(config)
+    encoder = model(config, checkpoint)
+    source = batches(config, encoder, sentences)
+    compiled = trainer(config, encoder)
+    tests, valid = evaluation_sets(config, tasks)
+    before = zero_shot(config, encoder, tests)
+    result, best = train(config, compiled, source, valid, encoder)
+    return report(config, checkpoint, sentences, result, before, zero_shot(config, best, tests), t0)
 
 
 def report(config, start, sentences, run, before, after, t0):

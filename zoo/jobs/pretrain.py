@@ -8,10 +8,9 @@ import dataclasses
 import os
 import time
 
-
-from ..config import PRETRAINING_OBJECTIVES as OBJECTIVES
+from ..choices import PRETRAINING_OBJECTIVES as OBJECTIVES
 from ..config import DistributeOptions, check_positive, option
-from ..corpus import anisotropy_sentences, default_corpus, document_sources, pretraining_documents
+from ..data.corpus import anisotropy_sentences, default_corpus, document_sources, pretraining_documents
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
@@ -70,70 +69,116 @@ class PretrainConfig(DistributeOptions):
             raise ConfigError("give --limit-train (the first N documents) or --limit-docs (a random sample), not both")
 
 
+# ---------------------------------------------------------------------------------- the job's steps
+# ``run`` calls them in this order, and so does the recipe (tasks/pretrain.py).
+STEPS = ("start", "tokenizer", "batches", "model", "trainer", "probe", "train", "report")
+
+
+def start(config):
+    """The distribution (``--distribute``), the run folder, the seed -> the checkpoint to start from."""
+    import keras
+
+    setup_distribution(config)
+    os.makedirs(config.output, exist_ok=True)
+    keras.utils.set_random_seed(config.seed)
+    return config.checkpoint or DEFAULT_PRESET
+
+
+def tokenizer(config, checkpoint):
+    """The checkpoint's tokenizer (a new backbone, ``--config``, uses its vocabulary too)."""
+    from ..tokenizer.wordpiece import Tokenizer
+
+    return Tokenizer.from_preset(checkpoint)
+
+
 def documents(config):
-    """(corpus paths, documents) of the job's settings (``zoo.corpus.pretraining_documents``)."""
+    """(corpus paths, documents) of the job's settings (``zoo.data.corpus.pretraining_documents``)."""
     corpus = list(config.corpus) or [default_corpus()]
     return corpus, pretraining_documents(corpus, config.task_texts, config.data_dir, first=config.limit_train,
                                          sample=config.limit_docs, seed=config.seed, show_progress=config.progress)
 
 
-def pretraining_batches(config, tokenizer):
-    """(batches, documents for the anisotropy probe, the data record of results.json): the corpus in memory as
-    examples, or streamed (``--stream``)."""
-    from ..pretraining_data import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
+def batches(config, tokenizer):
+    """(batches, documents for the anisotropy probe, the data record of results.json): de-duplicated documents
+    (corpus + the tasks' train-split texts) as examples in memory, or streamed (``--stream``); masking happens per
+    batch."""
+    from ..data.pretraining import PretrainingBatches, PretrainingExamples, StreamingPretrainingBatches
 
     if config.stream:
         corpus = list(config.corpus) or [default_corpus()]
-        batches = StreamingPretrainingBatches(tokenizer, document_sources(corpus, config.task_texts, config.data_dir),
-                                              config.batch_size, config.eval_every, config.maxlen, config.nsp,
-                                              config.wwm, seed=config.seed)
-        log.info("streaming %d source(s); %d held-out documents", len(batches.sources),
-                 len(batches.held_out_documents))
-        return batches, batches.held_out_documents, {"corpus": corpus, "streamed": True,
-                                                     "held_out_documents": len(batches.held_out_documents)}
+        source = StreamingPretrainingBatches(tokenizer, document_sources(corpus, config.task_texts, config.data_dir),
+                                             config.batch_size, config.eval_every, config.maxlen, config.nsp,
+                                             config.wwm, seed=config.seed)
+        log.info("streaming %d source(s); %d held-out documents", len(source.sources),
+                 len(source.held_out_documents))
+        return source, source.held_out_documents, {"corpus": corpus, "streamed": True,
+                                                   "held_out_documents": len(source.held_out_documents)}
     corpus, docs = documents(config)
     examples = PretrainingExamples(tokenizer, docs, maxlen=config.maxlen, nsp=config.nsp, wwm=config.wwm,
                                    seed=config.seed)
     log.info("%d documents -> %d examples", len(docs), len(examples.examples))
-    batches = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
-    return batches, docs, {"corpus": corpus, "documents": len(docs), "examples": len(examples.examples)}
+    source = PretrainingBatches(examples, batch_size=config.batch_size, steps=config.eval_every)
+    return source, docs, {"corpus": corpus, "documents": len(docs), "examples": len(examples.examples)}
 
 
-def run(config: PretrainConfig):
-    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
-    import keras
-
+def model(config, checkpoint, tokenizer):
+    """(backbone with its MLM head, new (``--config L,H,A``) or from the checkpoint; TaCL's frozen teacher copy or
+    None). The tokenizer is saved with each best backbone."""
     from ..backbones import BertBackbone
-    from ..evaluation import MaskedTokenEvaluator, token_self_similarity
-    from ..tokenizer import Tokenizer
-    from ..train import fit, pretraining_trainer
 
-    t0 = time.time()
-    setup_distribution(config)
-    os.makedirs(config.output, exist_ok=True)
-    keras.utils.set_random_seed(config.seed)
-    start = config.checkpoint or DEFAULT_PRESET
-    tokenizer = Tokenizer.from_preset(start)
-    batches, docs, data = pretraining_batches(config, tokenizer)
+    taco = config.objective == "taco"
     if config.config:
         layers, hidden, heads = (int(v) for v in config.config)
         backbone = BertBackbone(tokenizer.vocab_size, layers, heads, hidden, 4 * hidden, with_mlm=True,
-                                output_hidden_states=config.objective == "taco")
+                                output_hidden_states=taco)
     else:
-        backbone = BertBackbone.from_preset(start, with_mlm=True, output_hidden_states=config.objective == "taco")
-    teacher = BertBackbone.from_preset(start) if config.objective == "tacl" else None
-    epochs = config.steps // config.eval_every
-    trainer = pretraining_trainer(backbone, config.objective, config.nsp, teacher, lr=config.lr, steps=config.steps,
-                                  jit_compile=config.jit_compile)
+        backbone = BertBackbone.from_preset(checkpoint, with_mlm=True, output_hidden_states=taco)
+    teacher = BertBackbone.from_preset(checkpoint) if config.objective == "tacl" else None
+    return backbone, teacher
 
-    probe = anisotropy_sentences(docs, n=config.limit_eval or 1000, seed=config.seed)
-    anisotropy = {"start": token_self_similarity(backbone, tokenizer, probe)}
+
+def trainer(config, backbone, teacher):
+    """The compiled pretrainer: MLM on the masked positions (+NSP) (+TaCL / TACO); AdamW, warm-up, linear decay,
+    clipping (``zoo.train.pretraining_trainer``)."""
+    from ..train.steps import pretraining_trainer
+
+    return pretraining_trainer(backbone, config.objective, config.nsp, teacher, lr=config.lr, steps=config.steps,
+                               jit_compile=config.jit_compile)
+
+
+def probe(config, backbone, tokenizer, docs):
+    """(probe sentences of the pretraining text, {"start": the backbone's anisotropy on them})."""
+    from ..evaluation import token_self_similarity
+
+    sentences = anisotropy_sentences(docs, n=config.limit_eval or 1000, seed=config.seed)
+    return sentences, {"start": token_self_similarity(backbone, tokenizer, sentences)}
+
+
+def train(config, trainer, batches, backbone, tokenizer):
+    """Keras fit, resumable (``zoo.train.fit``): every ``--eval-every`` steps the held-out masked-token accuracy
+    keeps the best backbone (with its tokenizer) in OUTPUT/model -> the Run."""
+    from ..evaluation import MaskedTokenEvaluator
+    from ..train.loop import fit
+
     backbone.tokenizer = tokenizer  # saved with each best backbone
-    run = fit(trainer, batches, config.output, epochs=epochs, seed=config.seed,
-              evaluator=MaskedTokenEvaluator(trainer, batches), model=backbone, save_every=config.save_every,
-              show_progress=config.progress, unit="seq",
-              metadata={"job": f"pretrain-{config.objective}", "wwm": config.wwm})
-    return report(config, run, data, tokenizer, probe, anisotropy, t0)
+    return fit(trainer, batches, config.output, epochs=config.steps // config.eval_every, seed=config.seed,
+               evaluator=MaskedTokenEvaluator(trainer, batches), model=backbone, save_every=config.save_every,
+               show_progress=config.progress, unit="seq",
+               metadata={"job": f"pretrain-{config.objective}", "wwm": config.wwm})
+
+
+def run(config: PretrainConfig):
+    """The job: its steps in order; returns the results dict (also written to OUTPUT/results.json and
+    results.md)."""
+    t0 = time.time()
+    checkpoint = start(config)
+    tok = tokenizer(config, checkpoint)
+    source, docs, record = batches(config, tok)
+    backbone, teacher = model(config, checkpoint, tok)
+    compiled = trainer(config, backbone, teacher)
+    sentences, anisotropy = probe(config, backbone, tok, docs)
+    result = train(config, compiled, source, backbone, tok)
+    return report(config, result, record, tok, sentences, anisotropy, t0)
 
 
 def report(config, run, data, tokenizer, probe, anisotropy, t0):

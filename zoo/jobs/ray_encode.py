@@ -16,7 +16,8 @@ import re
 
 import numpy as np
 
-from ..data import decode_line, open_binary
+from ..data.pair_files import open_binary
+from ..data.tasks import decode_line
 from ..errors import ZooError, require
 from ..logs import log
 from ..vectors import quantize_embeddings

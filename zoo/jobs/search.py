@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 from ..config import option
-from ..data import iter_lines, read_lines
+from ..data.tasks import iter_lines, read_lines
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_ENCODER
-from ..lexical import LEXICAL_TERMS
-from ..retrieval import BACKENDS, SEARCH_MODES, SemanticIndex
-from ..vector_index import QUANTIZED_BACKENDS
+from ..retrieval.base import BACKENDS, SEARCH_MODES, SemanticIndex
+from ..retrieval.lexical import LEXICAL_TERMS
+from ..retrieval.local import QUANTIZED_BACKENDS
 
 
 @dataclasses.dataclass
@@ -73,7 +73,7 @@ class SearchConfig:
 def load_encoder(name):
     """The light runtime's ``OnnxEncoder`` of ``name`` where its fused graph exists (no TensorFlow is imported), else
     the model loaded with Keras."""
-    from ..encoding import light_encoder
+    from ..inference.light import light_encoder
 
     encoder = light_encoder(name)
     if encoder is None:
@@ -126,7 +126,7 @@ def labelled_queries(path, texts):
 def build_milvus(config, chunk_size=4096):
     """Lines into a Milvus collection, ids = line numbers (from 0), chunk by chunk: lines already in the collection
     (an interrupted build) are skipped, so a rerun resumes without duplicates."""
-    from ..milvus_index import MilvusIndex
+    from ..retrieval.milvus import MilvusIndex
 
     texts = read_lines(config.input)
     index = MilvusIndex(load_encoder(config.model), uri=config.uri, collection=config.collection, lexical=config.lexical,

@@ -11,11 +11,12 @@ import dataclasses
 import time
 
 from ..config import DataOptions, TrainOptions, option, output_option
-from ..data import groups_from_positive_pairs, load_splits, positive_pair_groups, training_groups
+from ..data.tasks import groups_from_positive_pairs, load_splits, positive_pair_groups, training_groups
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import sha256_of
-from .common import check_checkpoint, check_tasks, start
+from . import common
+from .common import check_checkpoint, check_tasks
 
 
 @dataclasses.dataclass
@@ -53,17 +54,20 @@ class SimBERTConfig(TrainOptions, DataOptions):
             raise ConfigError(f"--select must be 'retrieval' or 'loss', got {self.select!r}")
 
 
-def run(config: SimBERTConfig):
-    """The job; returns the results dict (also written to OUTPUT/results.json and results.md)."""
-    import keras
+# ---------------------------------------------------------------------------------- the job's steps
+# ``run`` calls them in this order, and so does the recipe (tasks/simbert_train.py).
+STEPS = ("start", "data", "model", "trainer", "batches", "evaluator", "train", "report")
 
-    from ..evaluation import LossEvaluator, SpearmanEvaluator
-    from ..losses import passthrough_loss
-    from ..models.simbert import SimBERT
-    from ..train import SimBERTBatches, fit
 
-    t0 = time.time()
-    checkpoint, output = start(config, "simbert")
+def start(config):
+    """The distribution (``--distribute``), the seed, the run folder -> (checkpoint, output)."""
+    return common.start(config, "simbert")
+
+
+def data(config):
+    """(groups of similar sentences, {name: file read}, the valid split that keeps an epoch): ``--groups`` /
+    ``--train`` (JSON lines of groups, or pairs whose positives are joined), by default the connected components of
+    the tasks' train positives; LCQMC valid, or your ``--valid``."""
     own = config.groups or config.train
     reading = config.reading(config.tasks[0])
     if own:
@@ -82,22 +86,67 @@ def run(config: SimBERTConfig):
     valid = load_splits(selector, config.data_dir, splits=("valid",), limit_eval=config.limit_eval,
                         **config.reading(selector))["valid"]
     files[f"{selector}.valid"] = valid.path
+    return groups, files, valid
 
-    model = SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
-    trainer = model.loss_model()
-    trainer.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=config.weight_decay),
-                    loss=passthrough_loss, jit_compile=config.jit_compile)
-    batches = SimBERTBatches(model.tokenizer, groups, config.batch_size, config.maxlen)
+
+def model(config, checkpoint):
+    """SimBERT: BERT with its MLM head, a linear pooler, and (by default) SimBERT's slimmed vocabulary."""
+    from ..models.simbert import SimBERT
+
+    return SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
+
+
+def trainer(config, model):
+    """The compiled loss model: seq2seq cross-entropy on the target sentence + in-batch similarity of the two [CLS]
+    vectors of each pair; AdamW at ``--lr``."""
+    import keras
+
+    from ..losses import passthrough_loss
+
+    compiled = model.loss_model()
+    compiled.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=config.weight_decay),
+                     loss=passthrough_loss, jit_compile=config.jit_compile)
+    return compiled
+
+
+def batches(config, model, groups):
+    """Rows ``[CLS] a [SEP] b [SEP]`` and ``[CLS] b [SEP] a [SEP]`` side by side, a pair of each group per row."""
+    from ..train.text_batches import SimBERTBatches
+
+    return SimBERTBatches(model.tokenizer, groups, config.batch_size, config.maxlen)
+
+
+def evaluator(config, model, trainer, valid):
+    """What keeps the best epoch: valid Spearman of the retrieval head, or (``--select loss``) the joint loss on
+    groups of valid positives."""
+    from ..evaluation import LossEvaluator, SpearmanEvaluator
+    from ..train.text_batches import SimBERTBatches
+
     if config.select == "retrieval":
-        evaluator = SpearmanEvaluator(valid)
-    else:
-        valid_groups = SimBERTBatches(model.tokenizer, groups_from_positive_pairs(valid), config.batch_size,
-                                      config.maxlen)
-        evaluator = LossEvaluator(trainer, valid_groups)
-    run = fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=model,
-              save_every=config.save_every, show_progress=config.progress, metadata={"job": "simbert"})
+        return SpearmanEvaluator(valid)
+    return LossEvaluator(trainer, SimBERTBatches(model.tokenizer, groups_from_positive_pairs(valid),
+                                                 config.batch_size, config.maxlen))
 
-    return report(config, checkpoint, output, run, groups, files, t0)
+
+def train(config, trainer, batches, evaluator, model, output):
+    """Keras fit, resumable (``zoo.train.fit``), keeping the best model in OUTPUT/model -> the Run."""
+    from ..train.loop import fit
+
+    return fit(trainer, batches, output, epochs=config.epochs, seed=config.seed, evaluator=evaluator, model=model,
+               save_every=config.save_every, show_progress=config.progress, metadata={"job": "simbert"})
+
+
+def run(config: SimBERTConfig):
+    """The job: its steps in order; returns the results dict (also written to OUTPUT/results.json and
+    results.md)."""
+    t0 = time.time()
+    checkpoint, output = start(config)
+    groups, files, valid = data(config)
+    simbert = model(config, checkpoint)
+    compiled = trainer(config, simbert)
+    source = batches(config, simbert, groups)
+    result = train(config, compiled, source, evaluator(config, simbert, compiled, valid), simbert, output)
+    return report(config, checkpoint, output, result, groups, files, t0)
 
 
 def report(config, checkpoint, output, run, groups, files, t0):

@@ -8,11 +8,11 @@ from keras import ops
 
 from ..backbones import BertBackbone, backbone_inputs
 from ..heads import HeadSpec
+from ..inference.pipeline import embed_texts
 from ..logs import log
 from ..losses import pair_cosine
 from ..pooling import Pooling, pooling_modes
-from ..encoding import embed_texts
-from ..tokenizer import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
+from ..tokenizer.wordpiece import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
 from ..vectors import normalize_rows
 from .task import Task
 
@@ -163,8 +163,9 @@ class SentenceEncoder(Task):
     def vector_source(self, precision="auto"):
         """How ``encode(..., precision=precision)`` makes vectors (recorded by ``zoo encode`` and indexes; served at
         /v1/models): the runtime, the precision that runs and the sha256 of its ONNX graph (None on Keras)."""
-        from ..inference import runner
-        from ..onnx_graphs import ONNX_PRECISIONS, engine_of, graph_path
+        from ..inference.graphs import ONNX_PRECISIONS, graph_path
+        from ..inference.precisions import runner
+        from ..inference.sessions import engine_of
         from ..paths import sha256_of
 
         ran = runner(self, precision).precision

@@ -9,12 +9,12 @@ import keras
 import numpy as np
 
 from ..backbones import BertBackbone, backbone_inputs
-from ..config import CROSS_ENCODER_HEADS as HEADS
+from ..choices import SCORE_HEADS as HEADS
 from ..errors import ConfigError
 from ..heads import HeadSpec
 from ..logs import log, warn_deprecated
 from ..paths import atomic_file, resolve, sha256_of
-from ..tokenizer import Tokenizer
+from ..tokenizer.wordpiece import Tokenizer
 from .task import Task
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import keras
 
-from ..config import PRETRAINING_OBJECTIVES as OBJECTIVES
+from ..choices import PRETRAINING_OBJECTIVES as OBJECTIVES
 from ..losses import PretrainingLoss, gather_positions
 
 
 def build_pretrainer(backbone, objective="mlm", nsp=True, teacher=None):
-    """An uncompiled model from a ``zoo.pretraining_data.PretrainingBatches`` batch to [loss, masked-token accuracy]
+    """An uncompiled model from a ``zoo.data.pretraining.PretrainingBatches`` batch to [loss, masked-token accuracy]
     (compile it with ``loss=lambda y, p: p[0]``). TaCL needs ``teacher``, a frozen backbone copy; TACO a backbone
     built with ``output_hidden_states=True``. The MLM head runs on the masked positions only."""
     if objective not in OBJECTIVES:

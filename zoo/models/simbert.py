@@ -9,11 +9,11 @@ import keras
 import numpy as np
 
 from ..backbones import BertBackbone, backbone_inputs
+from ..backbones.masks import AttentionMask
 from ..logs import log
 from ..losses import SimBERTLoss
-from ..attention_masks import AttentionMask
-from ..lexical import normalized
-from ..tokenizer import Tokenizer
+from ..retrieval.lexical import normalized
+from ..tokenizer.wordpiece import Tokenizer
 from .bi_encoder import SentenceEncoder
 from .task import Task
 
@@ -102,7 +102,7 @@ class SimBERT(Task):
 
     def most_similar(self, query, corpus, topk=10, batch_size=64):
         """The ``topk`` texts of ``corpus`` closest to ``query`` by cosine: [(text, score)]."""
-        from ..retrieval import SemanticIndex
+        from ..retrieval.base import SemanticIndex
 
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")

@@ -12,12 +12,12 @@ import os
 import keras
 import numpy as np
 
-from ..backbone import backbone_inputs
+from ..backbones.bert import backbone_inputs
 from ..errors import CheckpointError, ConfigError
 from ..logs import log, warn_deprecated
-from ..tokenizer import batch_length
 from ..paths import VOCAB_FILE
 from ..presets import load_saved, preset_class_name, recorded_max_input_tokens, save_preset
+from ..tokenizer.wordpiece import batch_length
 
 
 class Task(keras.Model):
@@ -114,7 +114,7 @@ class Task(keras.Model):
             self.tokenizer.save_to_preset(dir_path)
 
     def load_assets(self, dir_path):
-        from ..tokenizer import Tokenizer
+        from ..tokenizer.wordpiece import Tokenizer
 
         if os.path.exists(os.path.join(dir_path, VOCAB_FILE)):
             self.tokenizer = Tokenizer.from_preset(dir_path)
@@ -180,8 +180,8 @@ class Task(keras.Model):
         Rows run longest first in batches padded to a multiple of 8 tokens (for XLA; to the longest row in ONNX
         Runtime), so little padding is computed and XLA compiles few shapes. ``precision``: auto, fp32, bf16,
         onnx-fp32 or int8 (``zoo.inference``)."""
-        from ..inference import runner
-        from ..encoding import predict_sorted
+        from ..inference.pipeline import predict_sorted
+        from ..inference.precisions import runner
 
         self._require_tokenizer()
         predict = runner(self, precision)

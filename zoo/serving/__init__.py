@@ -91,7 +91,8 @@ def run(config: ServeConfig):
                          max_chars=config.max_chars, verbose=config.verbose,
                          poll_seconds=config.poll_seconds, request_timeout_s=config.request_timeout_s,
                          index=config.index, index_model=config.index_model, api_key=config.api_key,
-                         ui=config.ui, threshold=config.threshold, long_text=config.long_text).start()
+                         ui=config.ui, threshold=config.threshold, long_text=config.long_text,
+                         command_line=True).start()
     grpc = f", gRPC {config.host}:{server.grpc_port}" if server.grpc_port else ""
     version = f" version {server.version}" if server.version else ""
     print(f"serving {server.name}{version} ({server.path}): REST {server.url}{grpc}", flush=True)

@@ -13,7 +13,7 @@ import base64
 
 import numpy as np
 
-from ..retrieval import SEARCH_MODES
+from ..retrieval.base import SEARCH_MODES
 from ..vectors import normalize_rows
 from .engines import CROSS_ENCODER, EMBEDDING
 from .lengths import TooLong
@@ -155,8 +155,8 @@ async def embeddings(server, body):
     except TooLong as e:
         raise ApiError(400, f"'input'[{e.index}] has {e.tokens} tokens; model {engine.name!r} takes at most {e.limit} "
                             "tokens per input: shorten it, send \"truncate\": true to cut it, or serve with "
-                            "--long-text chunk to embed it whole", param="input", code="context_length_exceeded") \
-            from None
+                            f"{server.setting('long_text', 'chunk')} to embed it whole", param="input",
+                       code="context_length_exceeded") from None
     vectors = np.asarray(vectors, dtype="float32")
     if dimensions is not None:
         vectors = normalize_rows(vectors[:, :dimensions])
@@ -206,7 +206,7 @@ async def search(server, body):
 
     check_fields(body, ("query", "top_k", "mode", "weight", "filter"), required=("query",))
     if server.index is None:
-        raise ApiError(404, "no index is loaded (start the server with --index DIR)")
+        raise ApiError(404, f"no index is loaded (start the server with {server.setting('index', 'DIR')})")
     query = string_field(body, "query")
     texts_field(server, query, "query")
     top_k = integer(body, "top_k", 10, 1, 1000)

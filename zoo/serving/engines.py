@@ -17,7 +17,7 @@ import numpy as np
 from ..heads import HeadSpec
 from ..logs import log
 from ..paths import EXPORT_MANIFEST, RESULTS_JSON
-from .lengths import TooLong, first_over, token_counts, tokens_embedded
+from .lengths import TooLong, first_over, python_setting, token_counts, tokens_embedded
 from .model import RequestError, ServedModel, find_version
 
 EMBEDDING, CROSS_ENCODER, OTHER = "embedding", "cross-encoder", "other"
@@ -52,6 +52,8 @@ class Engine:
     "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
 
     kind, dim, head, paraphrases, source, limit, vectors = OTHER, None, None, False, "", None, None
+
+    setting = staticmethod(python_setting)  # how a message names a server option (the server sets its own)
 
     def __init__(self, name, thresholds=None):
         self.name, self.thresholds = name, dict(thresholds or {})
@@ -211,8 +213,8 @@ class PresetEngine(Engine):
             return
         over = first_over(token_counts(self.model.tokenizer, texts, texts_b), self.limit)
         if over is not None:
-            raise TooLong(field, over[0], over[1], self.limit, "send shorter texts, or serve with --long-text "
-                          + ("truncate or chunk" if texts_b is None else "truncate"))
+            raise TooLong(field, over[0], over[1], self.limit,
+                          ("truncate", "chunk") if texts_b is None else ("truncate",), self.setting)
 
     async def embed(self, texts, long_text="refuse"):
         from starlette.concurrency import run_in_threadpool

@@ -2,7 +2,7 @@
 without the client knowing.
 
 A served model's limit is the ``maxlen`` its export was written with (tokens, [CLS] and [SEP] included; a pair's
-two texts share it). ``zoo serve --long-text``: ``refuse`` (the default: an over-long input is an error naming its
+two texts share it). ``ModelServer(long_text=...)`` (``zoo serve --long-text``): ``refuse`` (the default: an over-long input is an error naming its
 length and the limit, unless the request asks to ``truncate``), ``truncate`` (cut, as ``encode`` does) or ``chunk``
 (an embedding is the token-weighted mean of overlapping windows, exactly as ``encode(long_text="chunk")``; a pair
 for a cross-encoder cannot be chunked and is refused unless the request asks to ``truncate``).
@@ -12,19 +12,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tokenizer import chunk_pieces
+from ..tokenizer.wordpiece import chunk_pieces
 from ..vectors import mean_of_windows, normalize_rows
 from .model import RequestError
 
 LONG_TEXT = ("refuse", "truncate", "chunk")
 
 
-class TooLong(RequestError):
-    """Input ``index`` of ``field`` has ``tokens`` tokens, over the model's ``limit``."""
+def python_setting(name, *values):
+    """How a Python caller sets a server's option: ``long_text='truncate' or 'chunk'``."""
+    return f"{name}=" + " or ".join(repr(v) for v in values)
 
-    def __init__(self, field, index, tokens, limit, hint=""):
+
+class TooLong(RequestError):
+    """Input ``index`` of ``field`` has ``tokens`` tokens, over the model's ``limit``; ``modes``: the ``long_text``
+    settings that would take it, named in the message as ``setting`` spells them (``python_setting``, or the
+    command line's flag for ``zoo serve``)."""
+
+    def __init__(self, field, index, tokens, limit, modes=(), setting=python_setting):
+        hint = f" (send shorter texts, or serve with {setting('long_text', *modes)})" if modes else ""
         super().__init__(f"{field}[{index}] has {tokens} tokens; the model takes at most {limit} tokens per input"
-                         + (f" ({hint})" if hint else ""))
+                         + hint)
         self.field, self.index, self.tokens, self.limit = field, index, tokens, limit
 
 
@@ -70,7 +78,7 @@ def tokens_embedded(tokenizer, limit, texts, texts_b=None, chunk=False):
     return counts
 
 
-def length_plan(model, sig, arrays, mode):
+def length_plan(model, sig, arrays, mode, setting=python_setting):
     """What ``mode`` does with a request's over-long texts: None when every text fits (or ``mode`` is "truncate",
     or the model records no tokenizer), the windows to embed instead ({"arrays", "owner", "weights", "tokens",
     "n"}) when ``mode`` is "chunk" and the signature embeds single texts; TooLong otherwise."""
@@ -89,8 +97,7 @@ def length_plan(model, sig, arrays, mode):
         windows, owner, weights, tokens = chunk_windows(tokenizer, texts[0], limit)
         return {"arrays": windows, "owner": owner, "weights": weights, "tokens": tokens, "n": len(texts[0])}
     field = f"input {keys[0]!r}" if len(keys) == 1 else f"inputs {' + '.join(repr(k) for k in keys)}"
-    raise TooLong(field, over[0], over[1], limit, "send shorter texts, or serve with --long-text truncate"
-                  + (" or chunk" if len(keys) == 1 else ""))
+    raise TooLong(field, over[0], over[1], limit, ("truncate", "chunk") if len(keys) == 1 else ("truncate",), setting)
 
 
 def window_slices(plan, size):

@@ -116,7 +116,7 @@ class ServedModel:
         """(zoo.Tokenizer, maxlen) of an export that records them (``zoo.serving.lengths`` counts and windows
         over-long inputs with them); (None, None) for an older export, whose over-long inputs the graph cuts."""
         from ..paths import VOCAB_FILE
-        from ..tokenizer import Tokenizer
+        from ..tokenizer.wordpiece import Tokenizer
 
         if not record.get("maxlen") or not os.path.exists(os.path.join(path, VOCAB_FILE)):
             if os.path.exists(os.path.join(path, "saved_model.pb")):
@@ -243,8 +243,8 @@ def onnx_signatures(path):
     """The ``text``, ``ids``, ``tokenize`` and ``serving_default`` (= text) signatures of an ONNX export: the fused
     graph in ONNX Runtime, the texts tokenized with ``zoo.Tokenizer`` (the ids the SavedModel's graph gives). No
     TensorFlow is imported."""
-    from ..onnx_graphs import new_session, require_onnx
-    from ..tokenizer import Tokenizer
+    from ..inference.sessions import new_session, require_onnx
+    from ..tokenizer.wordpiece import Tokenizer
 
     try:
         require_onnx()

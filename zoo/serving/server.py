@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import require
 from ..logs import log
 from .batcher import Batcher
-from .lengths import LONG_TEXT, combine_windows, length_plan, window_slices
+from .lengths import LONG_TEXT, combine_windows, length_plan, python_setting, window_slices
 from .model import NotFound
 
 
@@ -47,7 +47,8 @@ class ModelServer:
     def __init__(self, model_dir=None, name="default", host="127.0.0.1", port=8501, grpc_port=None,
                  max_batch_size=64, batch_timeout_ms=2.0, max_request_batch=256, max_chars=4096,
                  max_body_bytes=16 << 20, verbose=False, poll_seconds=2.0, request_timeout_s=30.0, models=None,
-                 index=None, index_model=None, api_key=None, ui=False, threshold=None, long_text="refuse"):
+                 index=None, index_model=None, api_key=None, ui=False, threshold=None, long_text="refuse",
+                 command_line=False):
         sources = ({name: model_dir} if model_dir is not None else {}) | dict(models or {})
         if not sources:
             raise ValueError("nothing to serve: give model_dir or models={name: folder}")
@@ -57,6 +58,7 @@ class ModelServer:
         if long_text not in LONG_TEXT:
             raise ValueError(f"long_text must be one of {LONG_TEXT}, got {long_text!r}")
         self.sources, self.host, self.long_text = sources, host, long_text
+        self.command_line = command_line  # messages name the server's options as ``zoo serve``'s flags
         self.index_dir, self.index_model, self.api_key, self.ui = index, index_model, api_key, ui
         self.threshold = threshold
         self.poll_seconds, self.request_timeout_s = poll_seconds, request_timeout_s
@@ -118,6 +120,13 @@ class ModelServer:
                      self.url.replace(f"/models/{self.name}", f"/models/{name}"))
         return self
 
+    def setting(self, name, *values):
+        """How a message names one of this server's options: ``long_text='chunk'`` (Python), or ``--long-text
+        chunk`` for a server started by ``zoo serve`` (``command_line``)."""
+        if self.command_line:
+            return f"--{name.replace('_', '-')} " + " or ".join(map(str, values))
+        return python_setting(name, *values)
+
     def _start(self):
         uvicorn = require("uvicorn", "serve", "zoo serve")
         require("starlette", "serve", "zoo serve")
@@ -128,6 +137,7 @@ class ModelServer:
         thresholds = {"given": float(self.threshold)} if self.threshold is not None else None
         for name, source in self.sources.items():
             engine = engine_for(self, name, source, thresholds)
+            engine.setting = self.setting
             self.engines[name] = engine.load() if isinstance(engine, ExportedEngine) else engine
         if self.index_dir is not None:
             self._load_index()
@@ -163,13 +173,14 @@ class ModelServer:
         """The index of ``--index`` and the served encoder that embeds its queries (``index_model``, default the
         first sentence encoder); refused when their dimensions differ."""
         from ..errors import ConfigError
-        from ..retrieval import SemanticIndex
+        from ..retrieval.base import SemanticIndex
         from .engines import EMBEDDING
 
         encoders = [n for n, e in self.engines.items() if e.kind == EMBEDDING]
         name = self.index_model or (encoders[0] if encoders else None)
         if name is not None and name not in encoders:
-            raise ConfigError(f"--index-model {name!r} is not a served sentence encoder (those: {encoders})")
+            raise ConfigError(f"index_model {name!r} is not a served sentence encoder (those: {encoders})",
+                              param="index_model")
         self.index = SemanticIndex.load(self.index_dir)
         self.index_engine = self.engines[name] if name is not None else None
         if self.index_engine is not None and self.index_engine.dim != self.index.dim:
@@ -230,10 +241,10 @@ class ModelServer:
     # ------------------------------------------------------------------ predictions
     def predict(self, model, sig, arrays, timeout=None, long_text=None):
         """Checked inputs {name: array} -> outputs {name: array}; batchable signatures go through the batcher.
-        Texts over the model's limit: ``long_text`` (default the server's ``--long-text``) refuses them (TooLong),
+        Texts over the model's limit: ``long_text`` (default the server's) refuses them (TooLong),
         cuts them, or embeds them as windows (``zoo.serving.lengths``)."""
         rows = model.check_inputs(sig, arrays)
-        plan = length_plan(model, sig, arrays, long_text or self.long_text)
+        plan = length_plan(model, sig, arrays, long_text or self.long_text, self.setting)
         if plan is not None:
             ids = model.signatures["ids"]
             parts = [self.predict(model, ids, part, timeout, "truncate")["embedding"]
@@ -248,7 +259,7 @@ class ModelServer:
         from starlette.concurrency import run_in_threadpool
 
         rows = model.check_inputs(sig, arrays)
-        plan = length_plan(model, sig, arrays, long_text or self.long_text)
+        plan = length_plan(model, sig, arrays, long_text or self.long_text, self.setting)
         if plan is not None:
             ids = model.signatures["ids"]
             parts = [(await self.predict_async(model, ids, part, "truncate"))["embedding"]

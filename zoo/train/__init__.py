@@ -6,8 +6,9 @@ run = zoo.train.fit(trainer, zoo.train.PairBatches(tok, train, 32, 64), "runs/x"
 ```
 """
 
-from .batches import (DistillBatches, InverseClozeBatches, MirrorBatches, MultiTaskBatches, PairBatches,
-                      SimBERTBatches, StreamingPairBatches, pair_training_batches, streamed_pairs)
+from .batches import DistillBatches, MultiTaskBatches, PairBatches, pair_training_batches
+from .streaming import StreamingPairBatches, streamed_pairs
+from .text_batches import InverseClozeBatches, MirrorBatches, SimBERTBatches
 from .loop import EvaluatorCallback, Run, fit
 from .results import data_files, table, task_table, write_results
 from .schedules import WarmupLinear, learning_rate

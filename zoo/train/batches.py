@@ -6,22 +6,17 @@ which yields ``(step, inputs, labels)`` from ``start_step`` on. The batches of a
 pairs in memory, for bi- and cross-encoders), ``StreamingPairBatches`` (the same, read lazily from files of any
 size), ``MultiTaskBatches``, the inverse cloze task over unlabelled documents (``InverseClozeBatches``), and the
 sources of SimBERT (``SimBERTBatches``), Mirror-BERT (``MirrorBatches``) and DvBERT (``DistillBatches``).
-Pretraining's sources live in ``zoo.pretraining_data``.
+Pretraining's sources live in ``zoo.data.pretraining``.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 
 import numpy as np
 
-from ..augment import span_mask
-from ..data import iter_pairs, truncate_at_punctuation
-from ..errors import ConfigError
-from ..logs import log
-from ..tokenizer import batch_length
+from ..tokenizer.wordpiece import batch_length
 
 
 class PairBatches:
@@ -90,7 +85,7 @@ def pair_batch(tokenizer, pieces_a, pieces_b, labels, maxlen, joint=False, zero_
 
 class HardNegativeBatches:
     """A ``PairBatches`` (over ``dataset``) whose every batch gets ``per_batch`` more pairs (text, negative(text),
-    ``label``): hard negatives made from the batch's own sentences (e.g. ``zoo.augment.word_order_rewrite``: the
+    ``label``): hard negatives made from the batch's own sentences (e.g. ``zoo.data.augment.word_order_rewrite``: the
     same words in another order, labelled as a non-paraphrase).
 
     The batch's pairs are tried in batch order, those with the highest label first: a pair gives
@@ -145,113 +140,10 @@ class HardNegativeBatches:
         return pair_batch(base.tokenizer, pieces_a, pieces_b, y, base.maxlen, base.joint, base.zero_segments)
 
 
-class StreamingPairBatches:
-    """``PairBatches`` read lazily from pair files (``.data``/``.tsv``, optionally ``.gz``; files or folders of
-    them), for train splits larger than memory: memory holds one buffer of texts, whatever the files' size.
-
-    An epoch reads the files (in an order fixed by (seed, epoch)) into a buffer of ``window`` batches; each buffer
-    is shuffled, sorted by text length in characters (``length_buckets``; characters, so that a resumed run skips
-    the batches before its step without tokenising them), cut into batches, and its batches shuffled. Only the batches
-    that train are tokenised, in the engine's background producer, which overlaps the training step. The batches
-    of an epoch are a fixed function of (seed, epoch): a killed run resumes (it reads the files again up to its
-    step). ``labels``: a function applied to each batch's labels (e.g. the objective's scaling). One counting pass
-    at construction gives ``n`` and checks every line (a bad one raises DataError naming file and line)."""
-
-    def __init__(self, tokenizer, paths, batch_size, maxlen, labels=None, window=50, length_buckets=True, joint=False,
-                 zero_segments=False, limit=None, columns=None, label_kind="auto", skip_bad_lines=False):
-        self.tokenizer, self.batch_size, self.maxlen, self.window = tokenizer, batch_size, maxlen, window
-        self.reading = {"columns": columns, "labels": label_kind, "skip_bad_lines": skip_bad_lines}
-        self.length_buckets = length_buckets
-        self.joint, self.zero_segments, self.label_fn, self.limit = joint, zero_segments, labels, limit
-        self.paths = pair_files(paths)
-        self.n, self.max_label = 0, -np.inf
-        for _, _, label in self.rows(range(len(self.paths))):
-            self.n += 1
-            self.max_label = max(self.max_label, label)
-        if self.n == 0:
-            raise ConfigError(f"no training pairs in {self.paths}")
-        log.info("streaming %d train pairs from %d file(s)", self.n, len(self.paths))
-
-    def __len__(self):
-        return math.ceil(self.n / self.batch_size)
-
-    def rows(self, order):
-        """(text_a, text_b, label) of the files in ``order``, up to ``limit`` pairs."""
-        count = 0
-        for k in order:
-            for row in iter_pairs(self.paths[k], **self.reading):
-                if self.limit is not None and count >= self.limit:
-                    return
-                count += 1
-                yield row
-
-    def buffers(self, rng):
-        order = rng.permutation(len(self.paths)) if len(self.paths) > 1 else [0]
-        buffer, size = [], self.window * self.batch_size
-        for row in self.rows(order):
-            buffer.append(row)
-            if len(buffer) == size:
-                yield buffer
-                buffer = []
-        if buffer:
-            yield buffer
-
-    def epoch(self, seed, epoch, start_step=0):
-        rng = np.random.default_rng([seed, epoch])
-        step = 0
-        for buffer in self.buffers(rng):
-            order = rng.permutation(len(buffer))
-            if self.length_buckets:
-                chars = np.array([len(a) + len(b) if self.joint else max(len(a), len(b)) for a, b, _ in buffer])
-                order = order[np.argsort(chars[order], kind="stable")]
-            batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-            for j in rng.permutation(len(batches)):
-                if step >= start_step:
-                    yield step, *self.make_batch([buffer[i] for i in batches[j]])
-                step += 1
-
-    def make_batch(self, rows):
-        labels = np.array([r[2] for r in rows], "float32")
-        return pair_batch(self.tokenizer, self.tokenizer.piece_ids([r[0] for r in rows]),
-                          self.tokenizer.piece_ids([r[1] for r in rows]),
-                          labels if self.label_fn is None else self.label_fn(labels), self.maxlen, self.joint,
-                          self.zero_segments)
-
-
-def streamed_pairs(tokenizer, task, batch_size, maxlen, label_fn, data_dir=None, files=None, columns=None,
-                   labels="auto", skip_bad_lines=False, **kwargs):
-    """``StreamingPairBatches`` over ``files["train"]`` (your file, folder or list of them), or else ``task``'s
-    train file (in ``data_dir``, as ``zoo.data.resolve_data_dir``); ``label_fn(y, graded)`` maps each batch's labels
-    (``graded``: the files hold labels above 1, as STS-B's 0-5, or ``labels="graded"``); ``columns``, ``labels``,
-    ``skip_bad_lines`` as ``zoo.data.read_pairs`` (``DataOptions.reading`` gives them); ``kwargs`` go to
-    ``StreamingPairBatches`` (``limit``, ``length_buckets``, ``joint``, ...)."""
-    from ..data import resolve_data_dir, task_file
-
-    paths = (files or {}).get("train") or [task_file(task, "train", resolve_data_dir(task, data_dir))]
-    source = StreamingPairBatches(tokenizer, paths, batch_size, maxlen, columns=columns, label_kind=labels,
-                                  skip_bad_lines=skip_bad_lines, **kwargs)
-    graded = source.max_label > 1 or labels == "graded"
-    source.label_fn = lambda y: label_fn(y, graded)
-    return source
 
 
 
-def pair_files(paths):
-    """Files of ``paths`` (files, or folders whose files are read in name order); ConfigError naming a missing
-    one."""
-    files = []
-    for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            files += sorted(os.path.join(path, f) for f in os.listdir(path)
-                            if os.path.isfile(os.path.join(path, f)) and not f.startswith("."))
-        elif os.path.isfile(path):
-            files.append(path)
-        else:
-            raise ConfigError(f"paths: {path} not found")
-    if not files:
-        raise ConfigError(f"paths: no files in {paths}")
-    return files
+
 
 
 class MultiTaskBatches:
@@ -286,10 +178,10 @@ def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="co
     """The batch source of a bi-encoder over ``train`` ({task: PairDataset}): one task's pairs, or several tasks'
     (``batching`` "task": each batch from one task; "mixed": all in a batch, graded labels scaled to [0, 1]), labels
     as ``objective`` wants them; with ``word_order_negatives`` N, each 0/1 task's batches get N word-order
-    rewrites of their sentences as pairs labelled 0 (``zoo.augment``); with ``in_batch``, labels carry the anchor
+    rewrites of their sentences as pairs labelled 0 (``zoo.data.augment``); with ``in_batch``, labels carry the anchor
     flag (``anchor_labels``); ``extra`` batch sources join as more parts."""
-    from ..augment import word_order_rewrite
-    from ..data import PairDataset
+    from ..data.augment import word_order_rewrite
+    from ..data.pair_files import PairDataset
     from ..losses import objective_labels
 
     labels = {t: objective_labels(objective, d.labels) for t, d in train.items()}
@@ -313,95 +205,8 @@ def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="co
     return parts[0] if len(parts) == 1 else MultiTaskBatches(parts)
 
 
-class InverseClozeBatches:
-    """The inverse cloze task (Lee et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain Question
-    Answering", ORQA): unlabelled documents -> (query, passage) pairs for an in-batch ranking loss.
-
-    In each document with at least 2 sentences, one sentence of ``min_chars``-``max_chars`` characters is the
-    query and the sentences around it the passage (``zoo.corpus.cloze_passage``: up to ``passage_chars``
-    characters, without the query, or with it at rate ``keep`` as ORQA's 10%, so that shared words still count);
-    the batch's other passages are its negatives. Rows are interleaved (query, passage) as ``PairBatches``' and
-    labels [B, 2] are ones: a CoSENT label that orders nothing and the anchor flag of
-    ``zoo.losses.CoSENTInBatchLoss``. ``query_prefix`` goes before each query (an asymmetric "query: " marker).
-    An epoch draws one sentence of each document (of a fixed sample of ``limit`` documents), a fixed function of
-    (seed, epoch), so a resumed run sees the same batches. Usable as a part of ``MultiTaskBatches``."""
-
-    def __init__(self, tokenizer, documents, batch_size, maxlen, passage_chars=200, query_prefix="", keep=0.1,
-                 limit=None, min_chars=5, max_chars=64, seed=0):
-        from ..corpus import sentences_of
-
-        self.tokenizer, self.batch_size, self.maxlen, self.passage_chars = tokenizer, batch_size, maxlen, passage_chars
-        self.query_prefix, self.keep = query_prefix, keep
-        self.sentences, self.candidates = [], []
-        for doc in documents:
-            sentences = sentences_of(doc)
-            fits = [i for i, t in enumerate(sentences) if min_chars <= len(t) <= max_chars]
-            if len(sentences) >= 2 and fits:
-                self.sentences.append(sentences)
-                self.candidates.append(fits)
-        if limit is not None and limit < len(self.sentences):
-            keep_docs = np.sort(np.random.default_rng(seed).choice(len(self.sentences), limit, replace=False))
-            self.sentences = [self.sentences[i] for i in keep_docs]
-            self.candidates = [self.candidates[i] for i in keep_docs]
-        self.n = len(self.sentences)
-        if self.n == 0:
-            raise ConfigError("no document with 2 or more sentences for the inverse cloze task")
-        self.labels = np.ones((self.n, 2), "float32")
-
-    def __len__(self):
-        return math.ceil(self.n / self.batch_size)
-
-    def epoch_batches(self, seed, epoch):
-        """Per batch, rows (document, query sentence, keep it in the passage) fixed by (seed, epoch)."""
-        rng = np.random.default_rng([seed, epoch, 2])
-        order = rng.permutation(self.n)
-        picks = np.array([c[rng.integers(len(c))] for c in self.candidates])
-        kept = rng.random(self.n) < self.keep
-        rows = np.stack([order, picks[order], kept[order]], axis=1)
-        return [rows[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
-
-    def epoch(self, seed, epoch, start_step=0):
-        batches = self.epoch_batches(seed, epoch)
-        for step in range(start_step, len(batches)):
-            yield step, *self.make_batch(batches[step])
-
-    def examples(self, rows):
-        """(query, passage) texts of rows (document, sentence, keep)."""
-        from ..corpus import cloze_passage
-
-        return [(self.query_prefix + self.sentences[d][i], cloze_passage(self.sentences[d], i, self.passage_chars,
-                                                                         bool(k))) for d, i, k in rows]
-
-    def make_batch(self, rows):
-        pairs = self.examples(rows)
-        return pair_batch(self.tokenizer, self.tokenizer.piece_ids([q for q, _ in pairs]),
-                          self.tokenizer.piece_ids([p for _, p in pairs]), self.labels[:len(pairs)], self.maxlen)
 
 
-class SimBERTBatches:
-    """Groups of similar texts -> SimBERT batches: per group two distinct texts (a, b), both row orders
-    ``[CLS] a [SEP] b [SEP]`` and ``[CLS] b [SEP] a [SEP]`` next to each other. Fixed by (seed, epoch, step)."""
-
-    def __init__(self, tokenizer, groups, batch_size=64, maxlen=32):
-        self.tokenizer, self.groups, self.batch_size, self.maxlen = tokenizer, groups, batch_size, maxlen
-        self.n = len(groups)
-
-    def __len__(self):
-        return -(-self.n // self.batch_size)
-
-    def epoch(self, seed, epoch, start_step=0):
-        order = np.random.default_rng([seed, epoch]).permutation(self.n)
-        for step in range(start_step, len(self)):
-            rng = np.random.default_rng([seed, epoch, step])
-            rows = []
-            for g in order[step * self.batch_size:(step + 1) * self.batch_size]:
-                i, j = rng.choice(len(self.groups[g]), 2, replace=False)
-                a = truncate_at_punctuation(self.groups[g][i], self.maxlen - 2)
-                b = truncate_at_punctuation(self.groups[g][j], self.maxlen - 2)
-                rows.append(self.tokenizer.encode(a, b, maxlen=2 * self.maxlen))
-                rows.append(self.tokenizer.encode(b, a, maxlen=2 * self.maxlen))
-            batch = self.tokenizer.pad(rows, pad_to=batch_length(rows))
-            yield step, batch, np.zeros(len(rows) // 2, "float32")
 
 
 class DistillBatches:
@@ -426,22 +231,3 @@ class DistillBatches:
             yield step, x, targets.astype("float32")
 
 
-class MirrorBatches:
-    """Sentences -> [N originals; N augmented copies] rows (Mirror-BERT; SimCSE when ``k=0``: dropout only)."""
-
-    def __init__(self, tokenizer, sentences, batch_size=200, maxlen=50, k=5, min_chars=6, pad_to_maxlen=True):
-        self.tok, self.sentences, self.batch_size, self.maxlen = tokenizer, list(sentences), batch_size, maxlen
-        self.k, self.min_chars, self.pad_to_maxlen = k, min_chars, pad_to_maxlen
-        self.n = len(self.sentences) // batch_size * batch_size  # drop_last, as the original
-
-    def __len__(self):
-        return self.n // self.batch_size
-
-    def epoch(self, seed, epoch, start_step=0):
-        order = np.random.default_rng([seed, epoch]).permutation(len(self.sentences))
-        for step in range(start_step, len(self)):
-            rng = np.random.default_rng([seed, epoch, step])
-            texts = [self.sentences[i] for i in order[step * self.batch_size:(step + 1) * self.batch_size]]
-            views = texts + [span_mask(t, self.k, self.min_chars, rng) for t in texts]
-            x = self.tok(views, maxlen=self.maxlen, pad_to=self.maxlen if self.pad_to_maxlen else None)
-            yield step, x, np.zeros(len(texts), "float32")

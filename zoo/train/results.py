@@ -31,13 +31,9 @@ def versions():
 
 def machine():
     """The hardware a run's seconds were measured on: CPU model, the cores this process may use, its vector kind."""
-    from ..autotune import cpu_model, usable_cpus
-    from ..inference import cpu_flags
+    from ..hardware import cpu_kind, cpu_model, usable_cpus
 
-    flags = cpu_flags()
-    kind = ("AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512" if "avx512f" in flags
-            else "AVX2" if "avx2" in flags else "other")
-    return {"cpu": cpu_model() or None, "cores": usable_cpus(), "cpu_kind": kind}
+    return {"cpu": cpu_model() or None, "cores": usable_cpus(), "cpu_kind": cpu_kind()}
 
 
 def data_files(datasets):

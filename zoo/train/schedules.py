@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from ..config import check_warmup
+from ..choices import check_warmup
 
 
 @keras.saving.register_keras_serializable(package="zoo")

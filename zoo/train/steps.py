@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from ..config import DVBERT_OBJECTIVES
+from ..choices import DVBERT_OBJECTIVES
 from ..errors import ConfigError
 from ..losses import CoSENTLoss, SoftTargetLoss, first_output_loss
 from ..models.bi_encoder import build_pair_trainer

@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from .data import PairDataset
+from .pair_files import PairDataset
 
 KINDS = ("role", "swap", "modifier")
 PRONOUNS = frozenset("我 你 他 她 它 您 我们 你们 他们 她们 它们 咱们 俺 大家 别人".split())

@@ -7,7 +7,7 @@ import unicodedata
 
 import numpy as np
 
-from .errors import require
+from ..errors import require
 
 LEXICAL_TERMS = ("bigram", "jieba")
 

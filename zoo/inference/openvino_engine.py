@@ -1,16 +1,16 @@
 """OpenVINO as the engine of precision ``openvino-int8``: zoo's fused graph rewritten with standard ops
-(``zoo.standard_onnx``), quantized by ONNX Runtime's static QDQ quantizer with symmetric int8 activations, every
+(``zoo.inference.standard_onnx``), quantized by ONNX Runtime's static QDQ quantizer with symmetric int8 activations, every
 matrix product's inputs included (the attention's too; the outputs stay float and fuse into the product's kernel:
-``zoo.onnx_graphs.quantize``), compiled by OpenVINO's CPU plugin, which runs its products as int8 kernels.
+``zoo.inference.quantization.quantize``), compiled by OpenVINO's CPU plugin, which runs its products as int8 kernels.
 
 On machines where OpenVINO's int8 kernels are faster than ONNX Runtime's (AVX-512 VNNI, measured in
-bench/results/inference.json), ``fastest`` picks it (``zoo.autotune``). Its float parts run in float32 on every
+bench/results/inference.json), ``fastest`` picks it (``zoo.inference.autotune``). Its float parts run in float32 on every
 CPU (``INFERENCE_PRECISION_HINT`` f32: OpenVINO's default is bf16 where the CPU has it), so a text's vector is
 the same on hosts of one CPU kind whatever their bf16 support.
 
 ``OpenVinoSession`` has ONNX Runtime's ``run(None, feeds)`` (one request, the latency configuration: every core
 on one batch) and ``submit(feeds, done)`` / ``wait()``: batches queued to OpenVINO's throughput configuration,
-one stream per core group, each on its own batch (``zoo.encoding.predict_sorted`` uses it for many batches).
+one stream per core group, each on its own batch (``zoo.inference.pipeline.predict_sorted`` uses it for many batches).
 Both compile the same graph with the same kernels: a text's vector does not depend on the path it took.
 Compiled models are cached in ``zoo.paths.cache_dir("openvino")``."""
 
@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 import threading
 
-from .paths import cache_dir
+from ..paths import cache_dir
 
 OPENVINO_INT8 = "openvino-int8"
 
 
 def require_openvino():
     """``openvino`` (``MissingExtra`` naming ``zoo[openvino]`` when missing)."""
-    from .errors import require
+    from ..errors import require
 
     return require("openvino", "openvino", "precision 'openvino-int8'")
 

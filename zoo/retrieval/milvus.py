@@ -23,11 +23,11 @@ import os
 
 import numpy as np
 
-from .errors import CheckpointError, ConfigError, DataError, require
-from .paths import atomic_dir
+from ..errors import CheckpointError, ConfigError, DataError, require
+from ..paths import atomic_dir
+from ..vectors import normalize_rows
+from .base import INDEX_FILE, SemanticIndex
 from .lexical import BM25, lexical_terms
-from .retrieval import INDEX_FILE, SemanticIndex
-from .vectors import normalize_rows
 
 MAX_ID_BYTES = 1024
 MAX_TEXT_BYTES = 65_535  # Milvus' VARCHAR limit
@@ -129,7 +129,7 @@ class MilvusIndex(SemanticIndex):
             self.client.create_collection(self.collection, schema=s, index_params=params, consistency_level="Strong")
             self.engine_bm25 = True
         except MilvusException as e:  # an engine without BM25 functions (Milvus < 2.5)
-            from .logs import log
+            from ..logs import log
 
             log.info("%s: no BM25 function (%s); lexical search runs zoo's BM25", self._where(), e)
             s, params = schema(False)
@@ -250,7 +250,7 @@ class MilvusIndex(SemanticIndex):
                 for hits in answers]
 
     def _zoo_bm25(self, texts, k, filter):
-        """zoo's BM25 (``zoo.lexical``) over every text of the collection, for engines without a BM25 function."""
+        """zoo's BM25 (``zoo.retrieval.lexical``) over every text of the collection, for engines without a BM25 function."""
         if self._bm25 is None:
             entries = []
             iterator = self.client.query_iterator(self.collection, batch_size=INSERT_ROWS, filter="",

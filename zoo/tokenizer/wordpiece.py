@@ -16,9 +16,19 @@ import unicodedata
 
 import numpy as np
 
-from .errors import CheckpointError, MissingFileError
-from .paths import (HF_TOKENIZER, PRESET_CONFIG, TOKENIZER_CONFIG, VOCAB_FILE, check_manifest, file_manifest, read_json_file,
-                    resolve, write_json_atomic, write_text_atomic)
+from ..errors import CheckpointError, MissingFileError
+from ..paths import (
+    HF_TOKENIZER,
+    PRESET_CONFIG,
+    TOKENIZER_CONFIG,
+    VOCAB_FILE,
+    check_manifest,
+    file_manifest,
+    read_json_file,
+    resolve,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BUCKET = 8  # the padding policy: batches are padded to a multiple of this many tokens (few shapes for XLA)
@@ -171,7 +181,7 @@ class Tokenizer:
         do_lower_case = True
         if os.path.isdir(path) and os.path.exists(os.path.join(path, PRESET_CONFIG)):
             verify_tokenizer_files(path)  # a zoo preset: its vocabulary and settings against the sha256 manifest
-        from .checkpoints.keras_hub import keras_hub_tokenizer
+        from ..checkpoints.keras_hub import keras_hub_tokenizer
 
         keras_hub = keras_hub_tokenizer(path) if os.path.isdir(path) else None  # a keras-hub preset's BertTokenizer
         if keras_hub:
@@ -314,7 +324,7 @@ class Tokenizer:
     # ---------------------------------------------------------------- saving
     def save(self, directory):
         """Deprecated: ``save_to_preset``."""
-        from .logs import warn_deprecated
+        from ..logs import warn_deprecated
 
         warn_deprecated("Tokenizer.save", "Tokenizer.save_to_preset")
         self.save_to_preset(directory)
@@ -365,7 +375,7 @@ def wordpiece_vocab(config, path):
 
 
 def _read_json(path):
-    from .errors import CheckpointError
+    from ..errors import CheckpointError
 
     try:
         with open(path, encoding="utf-8") as f:

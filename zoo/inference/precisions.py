@@ -3,28 +3,28 @@
 - ``fp32``: the Keras model itself (XLA-compiled on TensorFlow and JAX).
 - ``bf16``: a bfloat16 copy of the model (weights and arithmetic). Only CPUs with AVX512-BF16 or AMX do bf16
   natively; elsewhere it would be emulated and slower, so zoo warns and runs fp32.
-- ``onnx-fp32``: the model as a fused ONNX Runtime graph (``zoo.fused_onnx``: 7 fused kernels per layer),
+- ``onnx-fp32``: the model as a fused ONNX Runtime graph (``zoo.inference.fused_onnx``: 7 fused kernels per layer),
   float32: the Keras model's outputs within ``PARITY_TOLERANCE`` (tested).
-- ``int8``: the same fused graph with ONNX Runtime's static quantization (``zoo.onnx_graphs.quantize``: int8
+- ``int8``: the same fused graph with ONNX Runtime's static quantization (``zoo.inference.quantization.quantize``: int8
   weights per output channel and uint8 activations for every matrix product, with fixed scales calibrated on texts
   shipped with zoo, so a text's vector does not depend on the texts in its batch).
 - ``openvino-int8``: the same quantization (int8 activations symmetric, the attention's products included, the
   products' outputs left float) of the fused graph rewritten with standard ops, run by OpenVINO
-  (``zoo.openvino_engine``, extra ``openvino``): faster than ONNX Runtime's int8 in batches on machines with
+  (``zoo.inference.openvino_engine``, extra ``openvino``): faster than ONNX Runtime's int8 in batches on machines with
   AVX-512 VNNI, and it runs several batches at once.
 - ``auto`` (the default), lossless: never changes a vector beyond float32 rounding. ``onnx-fp32`` where ONNX
   Runtime is installed, the model has a fused graph and that graph's outputs were measured within
-  ``PARITY_TOLERANCE`` of the Keras model's when it was written (``zoo.onnx_graphs.parity``); Keras fp32
+  ``PARITY_TOLERANCE`` of the Keras model's when it was written (``zoo.inference.graphs.parity``); Keras fp32
   otherwise (and on a GPU). ``$ZOO_PRECISION`` replaces it when set.
 - ``fastest``, lossy by choice: the fastest path on this machine among those whose quality loss was measured
-  small (``zoo.autotune``). The first time a model's graph is seen on a machine, zoo measures on a probe set --
+  small (``zoo.inference.autotune``). The first time a model's graph is seen on a machine, zoo measures on a probe set --
   the first ``PROBE_PAIRS`` pairs of LCQMC's valid split in zoo's data folder -- and keeps ``onnx-fp32`` when
   its parity holds and ``int8`` when, besides, its Spearman on the probe pairs is at most ``MAX_SPEARMAN_LOSS``
   below onnx-fp32's, then times Keras fp32 and the kept ONNX paths on a probe workload (batches of 64, then
   single rows) in interleaved rounds and picks the fastest. The choice, with its numbers, is logged and
   recorded in zoo's cache. Without the probe data int8's quality cannot be measured: it is not a candidate.
 
-The ONNX graphs and sessions are ``zoo.onnx_graphs``'s, auto's measurement ``zoo.autotune``'s. The bf16 copy and ONNX sessions are built at first use and
+The ONNX graphs and sessions are ``zoo.inference.graphs``'s, auto's measurement ``zoo.inference.autotune``'s. The bf16 copy and ONNX sessions are built at first use and
 kept per model; they follow the weights: a change (more training, ``set_weights``) is noticed from a sample of
 the weights at the next call and they are rebuilt. ``forget(model)`` drops them at once.
 """
@@ -34,11 +34,11 @@ from __future__ import annotations
 import os
 import weakref
 
-
+from ..fingerprints import weights_fingerprint
+from ..hardware import bf16_supported
+from ..logs import log
 from .autotune import decide
-from .fingerprints import weights_fingerprint  # noqa: F401  (also zoo.inference's name)
-from .logs import log
-from .onnx_graphs import ONNX_PRECISIONS, onnx_session  # noqa: F401  (ONNX_PRECISIONS: zoo.inference's name)
+from .graphs import ONNX_PRECISIONS, onnx_session
 
 PRECISIONS = ("auto", "fastest", "fp32", "bf16", "onnx-fp32", "int8", "openvino-int8")
 _RUNNERS = weakref.WeakKeyDictionary()  # model -> {"fingerprint": ..., precision: Runner, "auto": precision}
@@ -48,7 +48,7 @@ _warned = set()
 class Runner:
     """A callable batch dict -> output array at one precision. ``bucketed``: batches are padded to a multiple of
     ``zoo.tokenizer.BUCKET`` (XLA compiles one program per shape; ONNX Runtime takes any length as it is).
-    ``submit`` / ``wait``: ``fn``'s where it has them (a ``zoo.onnx_graphs.GraphRunner``), else None."""
+    ``submit`` / ``wait``: ``fn``'s where it has them (a ``zoo.inference.sessions.GraphRunner``), else None."""
 
     def __init__(self, fn, precision, bucketed):
         self.fn, self.precision, self.bucketed = fn, precision, bucketed
@@ -58,22 +58,6 @@ class Runner:
         import keras
 
         return keras.ops.convert_to_numpy(self.fn(batch))
-
-
-def cpu_flags():
-    """The CPU's feature flags (Linux /proc/cpuinfo; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def bf16_supported():
-    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 def check_precision(precision):
@@ -124,7 +108,7 @@ def runner(model, precision="auto"):
 
 
 def no_fused_graph(model):
-    """Why ``model`` has no fused ONNX graph (``zoo.fused_onnx.describe``'s refusal), or None when it has one."""
+    """Why ``model`` has no fused ONNX graph (``zoo.inference.fused_onnx.describe``'s refusal), or None when it has one."""
     from .fused_onnx import describe
 
     try:

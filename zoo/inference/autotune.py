@@ -12,12 +12,14 @@ import time
 
 import numpy as np
 
-from .data import iter_pairs, task_file
-from .logs import log
-from .onnx_graphs import (ONNX_PRECISIONS, PARITY_TEXTS, PARITY_TOLERANCE, cached_graphs, graph_path, onnx_session,
-                          require_onnx)
+from ..data.pair_files import iter_pairs
+from ..data.tasks import task_file
+from ..hardware import accelerator, cpu_model, usable_cpus
+from ..logs import log
+from ..paths import DATA_DIR, cache_dir, read_json_file, sha256_of, write_json_atomic
+from .graphs import ONNX_PRECISIONS, PARITY_TEXTS, PARITY_TOLERANCE, cached_graphs, graph_path, onnx_session
 from .openvino_engine import OPENVINO_INT8, openvino_available
-from .paths import DATA_DIR, cache_dir, read_json_file, sha256_of, write_json_atomic
+from .sessions import require_onnx
 
 # fastest's bounds. MAX_SPEARMAN_LOSS: the largest Spearman loss (x100) accepted from a faster path, the bound the
 # inference benchmark holds every system to (bench/bench_inference.py). PROBE_PAIRS: 1,000 probe texts.
@@ -65,41 +67,6 @@ def decide(model, mode="auto"):
         except OSError as e:
             log.warning("cannot record fastest's measurement in %s: %s", path, e)
     return record["choice"], record["reason"]
-
-
-def accelerator():
-    """The GPU (or TPU) the Keras backend computes on, or None on a CPU-only machine."""
-    import keras
-
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return "GPU" if tf.config.list_logical_devices("GPU") else None
-    if backend == "jax":
-        import jax
-
-        platform_name = jax.devices()[0].platform
-        return platform_name.upper() if platform_name != "cpu" else None
-    if backend == "torch":
-        import torch
-
-        return "GPU" if torch.cuda.is_available() else None
-    return None
-
-
-def cpu_model():
-    """The CPU's model name (Linux /proc/cpuinfo; ``platform.processor()`` elsewhere, possibly empty)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        return platform.processor()
-
-
-def usable_cpus():
-    """The cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def machine_id():

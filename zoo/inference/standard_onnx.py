@@ -1,5 +1,5 @@
-"""A fused graph (``zoo.fused_onnx``) rewritten with standard ONNX ops only, for runtimes that do not read ONNX
-Runtime's ``com.microsoft`` contrib ops (OpenVINO, ``zoo.openvino_engine``).
+"""A fused graph (``zoo.inference.fused_onnx``) rewritten with standard ONNX ops only, for runtimes that do not read ONNX
+Runtime's ``com.microsoft`` contrib ops (OpenVINO, ``zoo.inference.openvino_engine``).
 
 Each contrib op is replaced by the standard ops it stands for -- the same arithmetic, so the result equals the
 fused graph within float32 rounding (tests/test_openvino.py):
@@ -27,7 +27,7 @@ MASKED = -10000.0  # what ONNX Runtime's attention kernels add to the scores of 
 
 
 def standard_graph(fused):
-    """``fused`` (an ``onnx.ModelProto`` written by ``zoo.fused_onnx``) with standard ops in place of its contrib
+    """``fused`` (an ``onnx.ModelProto`` written by ``zoo.inference.fused_onnx``) with standard ops in place of its contrib
     ops -> a new ModelProto with the same inputs and outputs. ValueError names a contrib op it cannot rewrite."""
     from onnx import helper, numpy_helper
 

@@ -1,6 +1,6 @@
 """Semantic search behind one API, ``SemanticIndex``: its backends live in modules of their own --
-``zoo.vector_index`` (exact cosine top-k in numpy, or faiss structures, in this process) and ``zoo.milvus_index``
-(a Milvus collection); BM25 is ``zoo.lexical``. This module holds what every backend shares: the settings they
+``zoo.retrieval.local`` (exact cosine top-k in numpy, or faiss structures, in this process) and ``zoo.retrieval.milvus``
+(a Milvus collection); BM25 is ``zoo.retrieval.lexical``. This module holds what every backend shares: the settings they
 check alike, query encoding, the three search modes, hybrid fusion (normalised scores or reciprocal ranks) and
 the calibration of the fusion weight from a few labelled queries."""
 
@@ -11,11 +11,11 @@ import os
 
 import numpy as np
 
-from .errors import CheckpointError, ConfigError
-from .logs import log
-from .lexical import LEXICAL_TERMS, check_terms, lexical_terms, normalized  # noqa: F401  (zoo.retrieval's names)
-from .paths import read_json_file
-from .vectors import normalize_rows
+from ..errors import CheckpointError, ConfigError
+from ..logs import log
+from ..paths import read_json_file
+from ..vectors import normalize_rows
+from .lexical import check_terms
 
 INDEX_FILE = "index.json"
 SEARCH_MODES = ("dense", "lexical", "hybrid")
@@ -23,10 +23,10 @@ FUSIONS = ("score", "rrf")  # min-max normalised scores, weighted sum; reciproca
 LOSSLESS_PRECISIONS = {"fp32", "onnx-fp32"}  # float32 vectors, equal within rounding (zoo.inference)
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 CALIBRATION_WEIGHTS = tuple(round(w / 10, 1) for w in range(11))  # dense weights tried by calibrate(), 0 and 1 too
-BACKENDS = ("exact", "hnsw", "ivfpq", "faiss")  # the vectors held in this process (zoo.vector_index)
+BACKENDS = ("exact", "hnsw", "ivfpq", "faiss")  # the vectors held in this process (zoo.retrieval.local)
 # backend -> (module, class), imported when used
-BACKEND_MODULES = {**{b: ("zoo.vector_index", "VectorIndex") for b in BACKENDS},
-                   "milvus": ("zoo.milvus_index", "MilvusIndex")}
+BACKEND_MODULES = {**{b: ("zoo.retrieval.local", "VectorIndex") for b in BACKENDS},
+                   "milvus": ("zoo.retrieval.milvus", "MilvusIndex")}
 
 
 def reciprocal_rank_fusion(rankings, weights, k=RRF_K):
@@ -123,8 +123,8 @@ class SemanticIndex:
         if not 0.0 <= hybrid_weight <= 1.0:
             raise ValueError(f"hybrid_weight must be in [0, 1], got {hybrid_weight}")
         if encoder is None and dim is None:
-            from .paths import DEFAULT_ENCODER
-            from .presets import load_saved
+            from ..paths import DEFAULT_ENCODER
+            from ..presets import load_saved
 
             encoder, model = load_saved(DEFAULT_ENCODER), DEFAULT_ENCODER
         self.encoder, self.model, self.lexical = encoder, model, lexical  # model: the encoder's name, saved
@@ -237,7 +237,7 @@ class SemanticIndex:
         the index's default (saved with it). ``weights`` include 0 (BM25 alone) and 1 (dense alone), so on these
         queries the default is never worse than the better of the two; ties go to the first fusion, then to the
         weight nearest 0.5. Returns {"fusion", "weight", "mrr@k": {fusion: {weight: MRR}}, "queries"}."""
-        from .evaluation import mrr_at_k
+        from ..evaluation import mrr_at_k
 
         texts = [queries] if isinstance(queries, str) else list(queries)
         if len(texts) != len(gold) or not texts:
@@ -280,5 +280,3 @@ def _fused(dense, lexical, weight, fusion, topk):
     entries = {hit[0]: hit for hit in dense + lexical}
     fused = fuse([(h[0], h[3]) for h in dense], [(h[0], h[3]) for h in lexical], weight, fusion, topk)
     return [(key, entries[key][1], entries[key][2], float(value)) for key, value in fused]
-
-

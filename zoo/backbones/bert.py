@@ -13,8 +13,8 @@ import numpy as np
 from keras import ops
 from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, TransformerEncoder
 
-from .checkpoints import assign_weights, checkpoint_source
-from .errors import CheckpointError
+from ..checkpoints import assign_weights, checkpoint_source
+from ..errors import CheckpointError
 from .rotary import RotaryTransformerEncoder
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
@@ -275,7 +275,7 @@ class BertBackbone(keras.Model):
     def save_to_preset(self, directory, tokenizer=None, metadata=None, weights_dtype="float32"):
         """Write the backbone and ``tokenizer`` (or the ``tokenizer`` attribute, when set) as a zoo preset folder,
         atomically, with a sha256 manifest; ``from_preset`` loads it back."""
-        from .presets import save_preset
+        from ..presets import save_preset
 
         return save_preset(self, tokenizer or getattr(self, "tokenizer", None), directory, metadata=metadata,
                            weights_dtype=weights_dtype)
@@ -297,7 +297,7 @@ class BertBackbone(keras.Model):
         """
         family, kwargs, source = checkpoint_source(path)
         family_class = FAMILIES.get(family)
-        if family_class is None:  # only when zoo.backbone is imported alone
+        if family_class is None:  # only when zoo.backbones.bert is imported alone
             raise CheckpointError(f"{path} holds a {family} checkpoint: import zoo.backbones, which defines it")
         if cls is not BertBackbone and not issubclass(family_class, cls):
             raise CheckpointError(f"{path} holds a {family} checkpoint, not {cls.family}: load it with "
@@ -390,8 +390,6 @@ class BertBackbone(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
-
-
 
 
 FAMILIES[BertBackbone.family] = BertBackbone

@@ -2,8 +2,8 @@
 
 A **task** is a built-in benchmark (``TASKS``, in the senteval_cn layout ``TASK/senteval_cn/TASK.SPLIT.data``) or any
 folder ``DATA_DIR/NAME/`` holding ``NAME.SPLIT.EXT`` or ``SPLIT.EXT`` files (SPLIT: train, valid or dev, test; EXT
-any format ``zoo.pair_files`` reads, plain or .gz): ``--tasks NAME --data-dir DATA_DIR`` then works as for a
-benchmark. Reading the files themselves (formats, columns, labels, bad rows) is ``zoo.pair_files``.
+any format ``zoo.data.pair_files`` reads, plain or .gz): ``load_splits(NAME, data_dir=DATA_DIR)`` (``--tasks NAME --data-dir DATA_DIR``) then works as for a
+benchmark. Reading the files themselves (formats, columns, labels, bad rows) is ``zoo.data.pair_files``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import os
 
 import numpy as np
 
-from .errors import ConfigError, DataError, MissingFileError
-from .logs import log
-from .pair_files import FORMATS, PairDataset, iter_pairs, open_binary, read_pairs, unquote_csv_field  # noqa: F401
-from .paths import DATA_DIR
+from ..errors import ConfigError, DataError, MissingFileError
+from ..logs import log
+from ..paths import DATA_DIR
+from .pair_files import FORMATS, open_binary, read_pairs
 
 TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
 SPLITS = ("train", "valid", "test")
@@ -45,12 +45,12 @@ def task_file(task, split, data_dir):
 
 def custom_task_file(task, split, data_dir):
     """The ``split`` file of your own task: ``data_dir/TASK/`` (or its ``senteval_cn/``) holding ``TASK.SPLIT.EXT`` or
-    ``SPLIT.EXT`` (``dev`` for valid too; any format of ``zoo.pair_files``, plain or .gz), or a folder of shards
+    ``SPLIT.EXT`` (``dev`` for valid too; any format of ``zoo.data.pair_files``, plain or .gz), or a folder of shards
     named so. ConfigError when there is no such task folder, MissingFileError naming what was looked for."""
     folder = os.path.join(data_dir or DATA_DIR, task)
     if not os.path.isdir(folder):
         raise ConfigError(f"unknown task {task!r}: no folder {folder}; known: {', '.join(TASKS)}, or a folder of "
-                          f"yours under --data-dir holding {task}.train.csv, {task}.valid.csv, ...")
+                          f"yours under data_dir holding {task}.train.csv, {task}.valid.csv, ...", param="data_dir")
     for where in (os.path.join(folder, "senteval_cn"), folder):
         if not os.path.isdir(where):
             continue
@@ -108,7 +108,7 @@ def load_splits(task, data_dir=None, limit_train=None, splits=SPLITS, limit_eval
     for split, d in data.items():
         log.info("%s %s: %s", task, split, d.summary())
         if d.bad_lines:
-            log.warning("%s %s: %d bad lines skipped (--skip-bad-lines): %s", task, split, d.bad_lines,
+            log.warning("%s %s: %d bad lines skipped (skip_bad_lines): %s", task, split, d.bad_lines,
                         ", ".join(map(str, d.bad_line_numbers[:10])) + (" ..." if d.bad_lines > 10 else ""))
     return data
 

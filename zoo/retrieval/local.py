@@ -1,6 +1,6 @@
 """The vectors of a ``SemanticIndex`` held in this process: exact cosine top-k in numpy (chunked), or approximate
 with faiss (HNSW, IVF-PQ, any factory string, int8 and binary codes rescored with the float vectors); BM25 over the
-same texts (``zoo.lexical``). ``SemanticIndex(backend="exact" | "hnsw" | "ivfpq" | "faiss")`` makes one."""
+same texts (``zoo.retrieval.lexical``). ``SemanticIndex(backend="exact" | "hnsw" | "ivfpq" | "faiss")`` makes one."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from collections import Counter
 
 import numpy as np
 
-from .errors import CheckpointError, require
+from ..errors import CheckpointError, require
+from ..paths import atomic_dir, check_manifest, file_manifest
+from ..vectors import normalize_rows
+from .base import BACKENDS, INDEX_FILE, SemanticIndex
 from .lexical import BM25
-from .paths import atomic_dir, check_manifest, file_manifest
-from .retrieval import BACKENDS, INDEX_FILE, SemanticIndex
-from .vectors import normalize_rows
 
 QUANTIZE = (None, "int8", "binary")
 QUANTIZED_BACKENDS = {"int8": ("exact", "hnsw"), "binary": ("exact",)}  # where codes can replace the float vectors

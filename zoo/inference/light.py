@@ -1,11 +1,11 @@
 """zoo's light runtime: sentence vectors from a fused ONNX graph with ONNX Runtime, the Rust tokenizer and numpy
 only. Nothing here imports TensorFlow, Keras or JAX (tests/test_light_runtime.py runs it in a fresh process and checks).
 
-Where a model's fused graph (``zoo.fused_onnx``) already exists, ``OnnxEncoder.from_preset(path)`` encodes with it:
+Where a model's fused graph (``zoo.inference.fused_onnx``) already exists, ``OnnxEncoder.from_preset(path)`` encodes with it:
 
 - a shipped preset carries its graph in ``PRESET/onnx/`` (``GRAPH_FOLDER``, written by ``tools/ship_preset.py``);
 - any other zoo preset or run folder, once the Keras path has written its graphs into zoo's cache (the first
-  ``encode`` at an ONNX precision, ``zoo.onnx_graphs.cached_graphs``), finds them there through a link keyed
+  ``encode`` at an ONNX precision, ``zoo.inference.graphs.cached_graphs``), finds them there through a link keyed
   by the preset's weights file;
 - an ONNX export (``zoo export --format onnx``) is a graph folder itself.
 
@@ -19,74 +19,15 @@ normalisation) is ``embed_texts`` and ``predict_sorted``, shared with the Keras 
 
 from __future__ import annotations
 
-import functools
 import os
-import threading
 
-import numpy as np
-
-from .logs import batch_starts
-from .onnx_graphs import (FP32_GRAPH, PARITY_TOLERANCE, GraphRunner, engine_of, find_graphs, int8_graph,
-                          open_session, require_onnx)
-from .paths import sha256_of
-from .tokenizer import Tokenizer, chunk_pieces
-from .vectors import mean_of_windows, normalize_rows
+from ..paths import sha256_of
+from ..tokenizer.wordpiece import Tokenizer
+from .graphs import FP32_GRAPH, PARITY_TOLERANCE, find_graphs, int8_graph
+from .pipeline import embed_texts, predict_sorted
+from .sessions import GraphRunner, engine_of, open_session, require_onnx
 
 RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8", "openvino-int8")  # what the light runtime runs (auto: lossless)
-
-
-# ------------------------------------------------------------------------- the pipeline shared with Keras
-def predict_sorted(rows, predict, pad, batch_size=64, show_progress_bar=None, unit="row"):
-    """Outputs of ``predict(pad(batch))`` for (token ids, segment ids) rows, in input order -> float32 [n, ...].
-    Rows run longest first, so a batch holds rows of similar length and little padding is computed. Where
-    there are several batches and ``predict`` has ``submit(batch, done)`` and ``wait()``
-    (``zoo.onnx_graphs.GraphRunner``), they are queued to the engine, which may run several at once; one batch
-    runs at once with every core on it."""
-    order = np.argsort([-len(r[0]) for r in rows], kind="stable")
-    out, lock = [], threading.Lock()
-
-    def store(index, values):
-        values = np.asarray(values, dtype="float32")
-        with lock:
-            if not out:
-                out.append(np.zeros((len(rows),) + values.shape[1:], dtype="float32"))
-        out[0][index] = values
-
-    queued = getattr(predict, "submit", None) if len(rows) > batch_size else None
-    submit = queued or (lambda batch, done: done(predict(batch)))
-    for start in batch_starts(len(rows), batch_size, "predict", show_progress_bar, unit=unit):
-        index = order[start:start + batch_size]
-        submit(pad([rows[i] for i in index]), functools.partial(store, index))
-    if queued:
-        predict.wait()
-    return out[0] if out else None
-
-
-def embed_texts(texts, tokenizer, predict_rows, dim, maxlen, truncate_dim=None, long_text="truncate", stride=None,
-                normalize=True):
-    """``encode``'s pipeline: texts -> pieces -> rows of at most ``maxlen`` tokens (cut, or windows averaged with
-    ``long_text="chunk"``) -> ``predict_rows(rows)`` -> the first ``truncate_dim`` dimensions -> L2-normalised
-    when ``normalize``. A single str gives one vector [dim]."""
-    if long_text not in ("truncate", "chunk"):
-        raise ValueError(f"long_text must be 'truncate' or 'chunk', got {long_text!r}")
-    if truncate_dim is not None and not 1 <= truncate_dim <= dim:
-        raise ValueError(f"truncate_dim must be in [1, {dim}], got {truncate_dim}")
-    single = isinstance(texts, str)
-    texts = [texts] if single else list(texts)
-    out = np.zeros((0, dim), dtype="float32")
-    if texts:
-        pieces = tokenizer.piece_ids(texts)
-        owner, weights = np.arange(len(texts)), None
-        if long_text == "chunk":
-            pieces, owner, weights = chunk_pieces(pieces, maxlen - 2, stride)
-        out = predict_rows([tokenizer.assemble(p, None, maxlen) for p in pieces])
-        if long_text == "chunk":
-            out = mean_of_windows(out, owner, weights, len(texts))
-    if truncate_dim is not None:
-        out = out[:, :truncate_dim]
-    if normalize:
-        out = normalize_rows(out)
-    return out[0] if single else out
 
 
 # ------------------------------------------------------------------------- the encoder
@@ -115,7 +56,7 @@ class OnnxEncoder:
     def from_preset(cls, path, precision="auto"):
         """The encoder of the model at ``path`` (a preset name or folder, a run folder, an ONNX export) at
         ``precision``: "auto" or "onnx-fp32" (the fused float32 graph: lossless), "int8" (its calibrated int8
-        version, lossy by choice) or "openvino-int8" (the same on OpenVINO: ``zoo.openvino_engine``).
+        version, lossy by choice) or "openvino-int8" (the same on OpenVINO: ``zoo.inference.openvino_engine``).
         FileNotFoundError when no fused graph exists for it: load it with
         ``zoo.from_preset`` (Keras), whose first ONNX call writes one."""
         if precision not in RUNTIME_PRECISIONS:

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from .errors import MissingFileError
+from ..errors import MissingFileError
 
 SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
 
@@ -81,8 +81,8 @@ def read_corpus(paths, held_out=False):
 def document_sources(corpus, tasks=(), data_dir=None):
     """The pretraining text as sources to read lazily: ``(name, documents)`` per corpus file (without its held-out
     documents) and per task train split (``documents()`` yields that source's documents, a task's as ``a\\nb``); for
-    ``zoo.pretraining_data.StreamingPretrainingBatches``."""
-    from .data import resolve_data_dir, task_file
+    ``zoo.data.pretraining.StreamingPretrainingBatches``."""
+    from .tasks import resolve_data_dir, task_file
 
     sources = [(f, functools.partial(training_documents, f)) for f in corpus_files(corpus)]
     for task in tasks:
@@ -92,7 +92,7 @@ def document_sources(corpus, tasks=(), data_dir=None):
 
 
 def _pair_documents(path):
-    from .data import iter_pairs
+    from .pair_files import iter_pairs
 
     return (f"{a}\n{b}" for a, b, _ in iter_pairs(path))
 
@@ -131,7 +131,7 @@ def unique_documents(docs):
 def task_documents(tasks, data_dir=None):
     """The **train** split texts of sentence-pair tasks as two-sentence documents ``a\\nb`` (no labels), as the
     reference checkpoints were pretrained; valid and test texts are never read."""
-    from .data import load_task, resolve_data_dir
+    from .tasks import load_task, resolve_data_dir
 
     docs = []
     for task in tasks:
@@ -300,7 +300,7 @@ def question_sets(corpus_dir, passage_chars=200, dev_queries=100):
 # ---------------------------------------------------------------------------------- pretraining text
 def default_corpus():
     """The raw text the reference checkpoints were pretrained on: ``../shared/data/corpus`` beside the repository."""
-    from .paths import DATA_DIR
+    from ..paths import DATA_DIR
 
     return os.path.normpath(os.path.join(DATA_DIR, "..", "..", "shared", "data", "corpus"))
 
@@ -310,14 +310,14 @@ def pretraining_documents(corpus, tasks=(), data_dir=None, first=None, sample=No
     de-duplicated, without the documents held out for evaluation. ``first`` N: only the first N documents (the
     sources read in turn, lazily: quick trials); ``sample`` N: a random sample of N of them all (fixed by ``seed``,
     spanning every source). Reading shows a progress bar."""
-    from .logs import log, progress
+    from ..logs import log, progress
 
     if first:
         docs = first_documents(document_sources(corpus, tasks, data_dir), first)
-        log.info("the first %d documents of the corpus and task texts (--limit-train)", len(docs))
+        log.info("the first %d documents of the corpus and task texts (first=%d)", len(docs), first)
         return docs
     files = corpus_files(corpus)
-    log.info("reading %d corpus files and the train texts of %s (--limit-train N reads only N documents)",
+    log.info("reading %d corpus files and the train texts of %s (first=N reads only N documents)",
              len(files), ",".join(tasks) or "no task")
     texts = progress((d for f in files for d in training_documents(f)), "reading the corpus", show_progress, unit="doc")
     docs = unique_documents(list(texts) + task_documents(tasks, data_dir))

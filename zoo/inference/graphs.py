@@ -1,4 +1,4 @@
-"""zoo's fused ONNX Runtime graphs on disk and in sessions: written from a model's weights (``zoo.fused_onnx``)
+"""zoo's fused ONNX Runtime graphs on disk and in sessions: written from a model's weights (``zoo.inference.fused_onnx``)
 and its int8 version (ONNX Runtime's static quantization, calibrated on texts shipped with zoo), cached in ``zoo.paths.cache_dir("onnx")``
 (``$ZOO_CACHE``), one folder per model keyed by the sha256 of its weights, its head and the writer and ONNX
 Runtime versions, written atomically and checked against their sha256 when read (a damaged file is rebuilt).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -23,20 +22,28 @@ import time
 
 import numpy as np
 
-from .errors import CheckpointError
-from .logs import log, root_logging_kept, stderr_silenced
-from .paths import (EXPORT_MANIFEST, PRESET_CONFIG, PRESET_WEIGHTS, cache_dir, check_manifest, file_manifest,
-                    read_json_file, resolve, sha256_of, write_json_atomic)
+from ..errors import CheckpointError
+from ..logs import log
+from ..paths import (
+    EXPORT_MANIFEST,
+    PRESET_CONFIG,
+    PRESET_WEIGHTS,
+    cache_dir,
+    check_manifest,
+    file_manifest,
+    read_json_file,
+    resolve,
+    sha256_of,
+    write_json_atomic,
+)
+from .quantization import CALIBRATION_TEXTS, OPENVINO_QUANTIZATION, QUANTIZATION, quantize
+from .sessions import ID_INPUTS, GraphRunner, new_session, open_session, require_onnx
 
 ONNX_PRECISIONS = ("onnx-fp32", "int8", "openvino-int8")  # what runs a graph derived from the fused one
 FP32_GRAPH, INT8_GRAPH, OPENVINO_GRAPH = "model.onnx", "model.int8.onnx", "model.openvino-int8.onnx"
 ONNX_FILES = {"onnx-fp32": FP32_GRAPH, "int8": INT8_GRAPH, "openvino-int8": OPENVINO_GRAPH}
 
 
-def engine_of(precision):
-    """The runtime that runs a graph precision, as ``vector_source`` records it."""
-    return "openvino" if precision == "openvino-int8" else "onnxruntime"
-ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 CACHE_INFO = GRAPH_INFO = "info.json"
 GRAPH_FOLDER = "onnx"  # a preset's shipped graphs: PRESET/onnx/{model.onnx, info.json}
 # The largest |fused fp32 - Keras| (on ``PARITY_TEXTS``, measured when a graph is written) under which the default
@@ -44,141 +51,6 @@ GRAPH_FOLDER = "onnx"  # a preset's shipped graphs: PRESET/onnx/{model.onnx, inf
 PARITY_TOLERANCE = 1e-4
 PARITY_TEXTS = ("今天天气不错", "今天天气很好", "花呗怎么开通", "如何开通花呗", "我想买一部新手机，有什么推荐吗？",
                 "zoo 的句向量", "", "北京到上海的高铁要多久")
-
-
-def require_onnx():
-    """``onnxruntime`` (``MissingExtra`` naming ``zoo[onnx]`` when it or ``onnx`` is missing)."""
-    from .errors import require
-
-    require("onnx", "onnx", "ONNX Runtime graphs")
-    return require("onnxruntime", "onnx", "ONNX Runtime graphs")
-
-
-CALIBRATION_TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration_texts.txt")
-QUANTIZATION = "static-qdq-minmax-qkv-4"  # what int8 means; part of the cache key
-# what openvino-int8 means (part of its cache key): the standard-op graph (Q, K, V as three products, the keys'
-# transpose after their quantization), symmetric int8 activations, the inputs of every product quantized (their
-# outputs float)
-OPENVINO_QUANTIZATION = "standard-ops-3/static-qdq-s8s8-every-matmul-inputs-minmax-3"
-CALIBRATION_BATCH = 32
-
-
-def calibration_batches(tokenizer, maxlen, pairs=False):
-    """Token-id batches of the calibration texts: 256 LCQMC train questions shipped with zoo, and passages of
-    them joined to reach ``maxlen`` tokens (the late positions' activations); single texts for an encoder,
-    consecutive texts as pairs for a score head (``pairs``)."""
-    with open(CALIBRATION_TEXTS, encoding="utf-8") as f:
-        texts = [line.rstrip("\n") for line in f if line.strip()]
-    maxlen = int(maxlen)
-    per_passage = math.ceil(maxlen / np.mean([len(t) for t in texts])) + 1  # passages that fill maxlen tokens,
-    texts += ["，".join(texts[i:i + per_passage]) for i in range(0, len(texts), per_passage)]  # for late positions
-    batches = []
-    for start in range(0, len(texts), CALIBRATION_BATCH):
-        chunk = texts[start:start + CALIBRATION_BATCH]
-        second = chunk[1:] + chunk[:1] if pairs else None
-        batch = tokenizer(chunk, second, maxlen=maxlen)
-        batches.append({k: np.asarray(batch[k], dtype="int32") for k in ID_INPUTS})
-    return batches
-
-
-def with_contrib_output_types(graph):
-    """``graph`` with the element types of its ONNX Runtime contrib ops' outputs declared (float, but
-    EmbedLayerNormalization's int32 mask index), which ONNX's shape inference cannot infer and the quantizer needs."""
-    import onnx
-
-    known = {v.name for v in graph.graph.value_info} | {o.name for o in graph.graph.output}
-    for node in graph.graph.node:
-        if node.domain != "com.microsoft":
-            continue
-        for i, name in enumerate(node.output):
-            if name and name not in known:
-                int_mask = node.op_type == "EmbedLayerNormalization" and i == 1
-                kind = onnx.TensorProto.INT32 if int_mask else onnx.TensorProto.FLOAT
-                graph.graph.value_info.append(onnx.helper.make_tensor_value_info(name, kind, None))
-    return graph
-
-
-def quantize(source, target, tokenizer, maxlen, pairs=False, openvino=False):
-    """int8 version of the fused graph file ``source`` at ``target``: ONNX Runtime static (QDQ)
-    quantization -- int8 weights per output channel, uint8 activations with fixed scales calibrated (min/max) on
-    ``calibration_batches`` -- for every product of an activation with a weight matrix, the Q, K, V projections
-    included (taken out of the fused ``Attention``, which has no static int8 form: ``zoo.fused_onnx.unfused_qkv``);
-    the attention's scores and the pooling's products of hidden states stay float. Fixed scales make each text's
-    vector independent of the texts that share its batch (dynamic quantization's per-batch scales do not).
-    ``openvino``: OpenVINO's form -- int8 activations with a zero point of 0 (ONNX Runtime's x86 kernels prefer
-    uint8); the attention's and the pooling's products quantized too; only the products' inputs quantized, their
-    outputs left in float, so that OpenVINO runs a product, its bias, its GELU and the next product's
-    quantization as one kernel (quantized outputs are what ONNX Runtime's QLinearMatMul needs instead); the keys'
-    transpose after their Q/DQ pair (``transposes_after_quantization``)."""
-    import onnx
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter(calibration_batches(tokenizer, maxlen, pairs))
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    from .fused_onnx import unfused_qkv
-
-    graph = unfused_qkv(onnx.load(os.fspath(source)))
-    weights = {w.name for w in graph.graph.initializer}
-    products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and (openvino or n.input[1] in weights)]
-    with tempfile.TemporaryDirectory() as tmp:
-        typed = os.path.join(tmp, "typed.onnx")
-        onnx.save(with_contrib_output_types(graph), typed)
-        with stderr_silenced(), root_logging_kept():  # its logging.warning(...) would give root a handler
-            quantize_static(typed, os.fspath(target), Reader(), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QInt8 if openvino else QuantType.QUInt8,
-                            weight_type=QuantType.QInt8, per_channel=True,
-                            op_types_to_quantize=["MatMul"], nodes_to_quantize=products,
-                            calibrate_method=CalibrationMethod.MinMax,
-                            extra_options={"ActivationSymmetric": openvino, "WeightSymmetric": True,
-                                           "OpTypesToExcludeOutputQuantization": ["MatMul"] if openvino else []})
-    if openvino:
-        onnx.save(transposes_after_quantization(onnx.load(os.fspath(target))), os.fspath(target))
-    return target
-
-
-def transposes_after_quantization(graph):
-    """``graph`` (a QDQ ModelProto) with each Transpose of the last two axes that is quantized for a product
-    (Transpose -> QuantizeLinear -> DequantizeLinear -> MatMul) moved after its Q/DQ pair, where OpenVINO runs it
-    inside the product (its ``transpose_b``; behind a Q/DQ pair it is a separate copy of the keys). The same
-    arithmetic: a per-tensor scale commutes with a transpose."""
-    from onnx import numpy_helper
-
-    nodes = list(graph.graph.node)
-    made_by = {o: n for n in nodes for o in n.output}
-    users = {}
-    for n in nodes:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    scales = {w.name: numpy_helper.to_array(w) for w in graph.graph.initializer}
-    for product in [n for n in nodes if n.op_type == "MatMul"]:
-        for slot, name in enumerate(product.input):
-            chain = [made_by.get(name)]  # the DequantizeLinear, QuantizeLinear and Transpose before the product
-            while len(chain) < 3 and chain[-1] is not None:
-                chain.append(made_by.get(chain[-1].input[0]))
-            if [getattr(n, "op_type", None) for n in chain] != ["DequantizeLinear", "QuantizeLinear", "Transpose"]:
-                continue
-            _, quantize_, transpose = chain
-            scale = scales.get(quantize_.input[1])
-            if scale is None or scale.size != 1:  # only a per-tensor scale commutes with the transpose
-                continue
-            perm = list(next(a.ints for a in transpose.attribute if a.name == "perm"))
-            if perm != list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2] or any(
-                    len(users[o]) != 1 for o in (transpose.output[0], quantize_.output[0], name)):
-                continue
-            quantize_.input[0] = transpose.input[0]
-            transpose.input[0] = name
-            product.input[slot] = transpose.output[0]
-            nodes.remove(transpose)
-            nodes.insert(nodes.index(product), transpose)
-    del graph.graph.node[:]
-    graph.graph.node.extend(nodes)
-    return graph
 
 
 def write_graphs(model, folder):
@@ -236,7 +108,7 @@ def loaded_preset(model):
     """(preset folder, sha256 of its weights file) of a model loaded from a zoo preset whose weights have not
     changed since (``zoo.presets.load_saved`` records the source; SimBERT's encoder shares its model's), else
     None."""
-    from .fingerprints import weights_fingerprint
+    from ..fingerprints import weights_fingerprint
 
     source = getattr(model, "_zoo_source", None)
     if not source:
@@ -363,66 +235,6 @@ def onnx_session(model, precision):
         return GraphRunner(open_session(graph_path(model, precision), precision))
 
 
-class GraphRunner:
-    """A graph's session as ``runner(batch)`` -> output array, and ``submit(batch, done)`` / ``wait()``: the
-    batch queued to the engine's parallel streams where it has them (OpenVINO), run at once otherwise
-    (``zoo.encoding.predict_sorted`` uses these for many batches)."""
-
-    def __init__(self, session):
-        self.session = session
-
-    @staticmethod
-    def feeds(batch):
-        return {k: np.asarray(batch[k], dtype="int32") for k in ID_INPUTS}
-
-    def __call__(self, batch):
-        return self.session.run(None, self.feeds(batch))[0]
-
-    def submit(self, batch, done):
-        if hasattr(self.session, "submit"):
-            self.session.submit(self.feeds(batch), done)
-        else:
-            done(self(batch))
-
-    def wait(self):
-        if hasattr(self.session, "wait"):
-            self.session.wait()
-
-
-def open_session(path, precision):
-    """The engine's session of the graph file ``path``: OpenVINO's for ``openvino-int8``, else ONNX Runtime's."""
-    if precision == "openvino-int8":
-        from .openvino_engine import OpenVinoSession
-
-        return OpenVinoSession(path, runtime_threads())
-    return new_session(path)
-
-
-def runtime_threads():
-    """Threads of a graph session: ``$ZOO_ORT_THREADS``, or TensorFlow's intra-op thread count when one is set
-    (``zoo encode --processes``), else one per CPU this process may use."""
-    import sys
-
-    threads = int(os.environ.get("ZOO_ORT_THREADS") or 0)
-    if not threads and "tensorflow" in sys.modules:
-        threads = sys.modules["tensorflow"].config.threading.get_intra_op_parallelism_threads()
-    return threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
-
-
-def new_session(path):
-    """An ONNX Runtime CPU session of ``path`` on ``runtime_threads()`` threads."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = runtime_threads()
-    options.inter_op_num_threads = 1
-    # ONNX Runtime's default, kept: between a run's ops the pool's threads spin instead of sleeping. A small model's
-    # ops take microseconds, and waking sleeping threads for each one measured slower at batch 64 and much slower
-    # for one sentence on 2 idle cores. ``ZOO_ORT_SPIN=0`` makes them sleep (a machine crowded with other work).
-    options.add_session_config_entry("session.intra_op.allow_spinning", os.environ.get("ZOO_ORT_SPIN", "1"))
-    return ort.InferenceSession(os.fspath(path), options, providers=["CPUExecutionProvider"])
-
-
 # ------------------------------------------------------------------------- where graphs are
 def preset_weights_sha256(directory):
     """The sha256 of a zoo preset folder's weights file as its ``zoo_config.json`` records it (None when it
@@ -452,7 +264,7 @@ def encoder_record(model):
 
 def link_preset(folder, directory, weights_sha256):
     """Record in the cache that the preset at ``directory`` (weights ``weights_sha256``) has its graphs in
-    ``folder`` (``zoo.onnx_graphs.cached_graphs`` calls this for a model loaded unchanged from a preset)."""
+    ``folder`` (``zoo.inference.graphs.cached_graphs`` calls this for a model loaded unchanged from a preset)."""
     target = link_folder(weights_sha256)
     try:
         os.makedirs(target, exist_ok=True)
@@ -516,7 +328,7 @@ def int8_graph(folder, info, tokenizer, precision="int8"):
     """The ``precision`` ("int8" or "openvino-int8") graph of the fp32 graph in ``folder``: written beside it with
     today's quantization (``info["quantization"]``; a folder written by an older zoo holds an older int8), or
     quantized once into zoo's cache (``quantize``, calibrated on the texts shipped with zoo; openvino-int8 from
-    the fused graph rewritten with standard ops, ``zoo.standard_onnx``) -> path."""
+    the fused graph rewritten with standard ops, ``zoo.inference.standard_onnx``) -> path."""
     name = ONNX_FILES[precision]
     scheme = QUANTIZATION if precision == "int8" else OPENVINO_QUANTIZATION
     if name in info.get("files", {}) and (info.get("quantization") or {}).get(precision) == scheme:
@@ -554,5 +366,3 @@ def int8_graph(folder, info, tokenizer, precision="int8"):
     os.replace(tmp, target)
     log.info("%s graph of %s written to %s", precision, fp32, target)
     return graph
-
-

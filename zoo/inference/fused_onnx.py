@@ -1,6 +1,6 @@
 """zoo models as fused ONNX Runtime graphs, written straight from their weights.
 
-zoo owns the architecture (``zoo.backbone``: post-LayerNorm BERT, GELU, the poolings of ``zoo.pooling``), so the
+zoo owns the architecture (``zoo.backbones.bert``: post-LayerNorm BERT, GELU, the poolings of ``zoo.pooling``), so the
 graph is written here op by op with ONNX Runtime's fused transformer kernels (``com.microsoft`` contrib ops)
 instead of converting the Keras graph and hoping an optimizer recognises the result:
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checkpoints import backbone_arrays
+from ..checkpoints import backbone_arrays
 
 WRITER_VERSION = 1  # part of the cache key of written graphs: bump it when the graph written changes
 OPSET = 17

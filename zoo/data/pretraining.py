@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
+from ..tokenizer.wordpiece import batch_length
 from .corpus import SENTENCE_END
-from .tokenizer import batch_length
 
 
 def word_piece_ids(tokenizer, text, wwm):
@@ -183,7 +183,7 @@ class PretrainingBatches:
 
 
 class StreamingPretrainingBatches(PretrainingBatches):
-    """``PretrainingBatches`` over documents read lazily (``zoo.corpus.document_sources``), for corpora larger than
+    """``PretrainingBatches`` over documents read lazily (``zoo.data.corpus.document_sources``), for corpora larger than
     memory: memory holds one buffer of ``window`` documents, whatever the corpus size.
 
     The stream runs through the sources in passes (their order shuffled per pass), buffer by buffer: a buffer's

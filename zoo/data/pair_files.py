@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import DataError, MissingFileError, require
+from ..errors import DataError, MissingFileError, require
 
 FORMATS = {".data": "tsv", ".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 PAIR_ROLES = ("text_a", "text_b", "label")
 TRIPLET_ROLES = ("anchor", "positive", "negative")
-COLUMN_NAMES = {  # role -> the column names recognised without --columns (lower case)
+COLUMN_NAMES = {  # role -> the column names recognised without ``columns`` (lower case)
     "text_a": ("text_a", "sentence1", "sentence_a", "s1", "text1", "q1", "query1", "question1", "sent1"),
     "text_b": ("text_b", "sentence2", "sentence_b", "s2", "text2", "q2", "query2", "question2", "sent2"),
     "label": ("label", "score", "similarity", "labels", "relevance"),
@@ -155,16 +155,18 @@ def parse_columns(spec):
                 if part.strip():
                     role, sep, column = part.partition("=")
                     if not sep or not column.strip():
-                        raise DataError(f"--columns: {part!r} is not ROLE=COLUMN (e.g. text_a=question)")
+                        raise DataError(f"columns: {part!r} is not ROLE=COLUMN (e.g. text_a=question)",
+                                        param="columns")
                     items.append((role.strip(), column.strip()))
     columns = {}
     for role, column in items:
         if role not in PAIR_ROLES + TRIPLET_ROLES:
-            raise DataError(f"--columns: unknown role {role!r}; roles: {', '.join(PAIR_ROLES + TRIPLET_ROLES)}")
+            raise DataError(f"columns: unknown role {role!r}; roles: {', '.join(PAIR_ROLES + TRIPLET_ROLES)}",
+                            param="columns")
         columns[role] = column
     if set(columns) & set(PAIR_ROLES) and set(columns) & set(TRIPLET_ROLES):
-        raise DataError("--columns: name pair roles (text_a, text_b, label) or triplet roles (anchor, positive, "
-                        f"negative), not both: {columns}")
+        raise DataError("columns: name pair roles (text_a, text_b, label) or triplet roles (anchor, positive, "
+                        f"negative), not both: {columns}", param="columns")
     return columns
 
 
@@ -255,13 +257,13 @@ def map_columns(path, header, columns):
         keys = {}
         for role, column in columns.items():
             if not str(column).isdigit() or int(column) < 1:
-                raise DataError(f"{path}: no header line, so --columns names positions (text_a=1,...), got "
-                                f"{role}={column}")
+                raise DataError(f"{path}: no header line, so columns names positions (text_a=1,...), got "
+                                f"{role}={column}", param="columns")
             keys[role] = int(column) - 1
         roles = TRIPLET_ROLES[:2] if "anchor" in keys else PAIR_ROLES
         missing = [r for r in roles if r not in keys]
         if missing:
-            raise DataError(f"{path}: --columns names no column for {', '.join(missing)}")
+            raise DataError(f"{path}: columns names no column for {', '.join(missing)}", param="columns")
         return keys
     lower = {str(h).lower(): h for h in header}
     keys = {}
@@ -282,8 +284,8 @@ def map_columns(path, header, columns):
     roles = TRIPLET_ROLES[:2] if "anchor" in keys or "positive" in keys else PAIR_ROLES
     missing = [r for r in roles if r not in keys]
     if missing:
-        raise DataError(f"{path}: no column for {', '.join(missing)} (the columns are {', '.join(map(str, header))}); "
-                        f"name them with --columns {','.join(f'{r}=COLUMN' for r in missing)}")
+        raise DataError(f"{path}: no column for {', '.join(missing)} (the header has {', '.join(map(str, header))}); "
+                        f"name them in columns {','.join(f'{r}=COLUMN' for r in missing)}", param="columns")
     return keys
 
 
@@ -370,13 +372,13 @@ def iter_pairs(path, skip_bad_lines=False, bad=None, columns=None, labels="auto"
             if isinstance(record, list) and header is not None:  # a TAB file with a header line
                 record = dict(zip(header, record)) if len(record) == len(header) else \
                     f"{len(record)} TAB-separated fields, the header has {len(header)}"
-            pairs = record if isinstance(record, str) else _pairs_of(record, keys)
+            pairs, param = (record if isinstance(record, str) else _pairs_of(record, keys)), None
             if isinstance(pairs, list) and labels == "binary" and any(p[2] not in (0.0, 1.0) for p in pairs):
                 label = next(p[2] for p in pairs if p[2] not in (0.0, 1.0))
-                pairs = f"{column_name(keys['label'], 'label')}: {label:g} is not 0 or 1 (--labels binary)"
+                pairs, param = f"{column_name(keys['label'], 'label')}: {label:g} is not 0 or 1 (labels binary)", "labels"
             if isinstance(pairs, str):
                 if not skip_bad_lines:
-                    raise DataError(f"{file}, {where}: {pairs}")
+                    raise DataError(f"{file}, {where}: {pairs}", param=param)
                 if bad is not None:
                     number = int(where.split()[-1])
                     bad.append(number if len(files) == 1 else f"{os.path.basename(file)}:{number}")
@@ -394,7 +396,7 @@ def read_pairs(path, skip_bad_lines=False, columns=None, labels="auto"):
     (the kind is detected, or checked against the one declared; ``label_kind`` holds it).
     """
     if labels not in LABEL_KINDS:
-        raise DataError(f"labels must be one of {LABEL_KINDS}, got {labels!r}")
+        raise DataError(f"labels must be one of {LABEL_KINDS}, got {labels!r}", param="labels")
     path = os.fspath(path)
     texts_a, texts_b, values, bad, info = [], [], [], [], {}
     seen, duplicates = set(), 0
@@ -414,4 +416,3 @@ def read_pairs(path, skip_bad_lines=False, columns=None, labels="auto"):
         kind = "graded"
     return PairDataset(texts_a, texts_b, y, path, bad_lines=len(bad), duplicates=duplicates,
                        bad_line_numbers=bad, format=info["format"], triplets=info["triplets"], label_kind=kind)
-

@@ -1,0 +1,45 @@
+"""What an export writes: the model (anything zoo loads), its served meaning (``HeadSpec``) as the manifest records
+it, and TF Serving's ``BASE/NAME/VERSION`` folders."""
+
+from __future__ import annotations
+
+import os
+
+from ..models import from_preset
+
+
+# ----------------------------------------------------------------------------------- what is served
+def serving_spec(model):
+    """The ``HeadSpec`` of a model to export (TypeError for a model kind that serves nothing)."""
+    head_spec = getattr(model, "head_spec", None)
+    if head_spec is None:
+        raise TypeError(f"no export recipe for a {type(model).__name__}: exportable are zoo task models with a head_spec() "
+                        f"(SentenceEncoder, CrossEncoder, SimBERT)")
+    return head_spec()
+
+
+def described(model, spec):
+    """How an export's manifest describes its model (read by ``zoo serve``): the class and its HeadSpec."""
+    return {"class": type(model).__name__, **spec.to_record()}
+
+
+def version_path(base, name="default", version=None):
+    """``<base>/<name>/<version>``, the layout TF Serving loads; version defaults to the next free number."""
+    folder = os.path.join(os.fspath(base), name)
+    if version is None:
+        existing = [int(d) for d in os.listdir(folder) if d.isdigit()] if os.path.isdir(folder) else []
+        version = max(existing, default=0) + 1
+    if int(version) < 1:
+        raise ValueError(f"version must be a positive integer, got {version}")
+    return os.path.join(folder, str(int(version)))
+
+
+def load_exportable(path, pooling=None, maxlen=None):
+    """A model to export from anything zoo loads (``zoo.models.from_preset``: a saved task model as it is, a
+    checkpoint or backbone preset as a SentenceEncoder with ``pooling``); ``maxlen`` replaces the model's, which
+    is otherwise its ``max_input_tokens`` (the longest input it was trained for)."""
+    model = from_preset(path, pooling=pooling, maxlen=maxlen)
+    serving_spec(model)
+    if maxlen is None and getattr(model, "max_input_tokens", None):  # exports take what the model was trained for
+        model.maxlen = model.max_input_tokens
+    return model
