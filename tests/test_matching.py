@@ -2,6 +2,7 @@
 
 from unittest import mock
 
+import keras
 import numpy as np
 import pytest
 
@@ -120,7 +121,7 @@ def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
 
 def test_score_is_the_head_spec_and_predict_is_keras(cross):
     """score() serves the HeadSpec's meaning (P(similar) = softmax(logits)[1]); predict is Keras' on ids (its
-    own keywords work) and, given pairs, the deprecated spelling of score."""
+    own keywords work), not overridden: texts go to score()."""
     pairs = [("今天天气很好", "今天天气不错"), ("我们", "他们")]
     assert cross.head_spec() == zoo.heads.HeadSpec.score("softmax") and cross.head_spec().pairs
     ids = {k: np.asarray(v) for k, v in cross.tokenizer([a for a, _ in pairs], [b for _, b in pairs],
@@ -129,8 +130,7 @@ def test_score_is_the_head_spec_and_predict_is_keras(cross):
     assert logits.shape == (2, 2)
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     np.testing.assert_allclose(cross.score(pairs, precision="fp32"), p[:, 1], atol=1e-5)
-    with pytest.warns(DeprecationWarning, match=r"CrossEncoder.score"):
-        np.testing.assert_allclose(cross.predict(pairs, verbose=0), cross.score(pairs), atol=1e-6)
+    assert type(cross).predict is keras.Model.predict
     spec = zoo.heads.HeadSpec.score("cosent")
     np.testing.assert_allclose(spec.serve_numpy(logits), logits[:, 0])
     np.testing.assert_allclose(spec.logits(spec.serve_numpy(logits)), logits[:, 0])

@@ -156,6 +156,13 @@ def test_interrupted_build_resumes_without_duplicates(db, preset, tmp_path, monk
     # `zoo search` on the folder: the encoder recorded in the collection, the same answers as the index
     hits = search(SearchConfig(index=str(tmp_path / "idx"), query=(lines[4],), topk=3))
     assert hits[0][0][0] == lines[4] and abs(hits[0][0][1] - 1) < 1e-5
+    # the caller's wrong option is the caller's TypeError; a setting the file should not hold names the file
+    with pytest.raises(TypeError, match="mmap"):
+        SemanticIndex.load(tmp_path / "idx", zoo.from_preset(preset), mmap=False)
+    settings = json.loads((tmp_path / "idx" / "index.json").read_text())
+    (tmp_path / "idx" / "index.json").write_text(json.dumps({**settings, "nprobe": 8}))
+    with pytest.raises(zoo.CheckpointError, match=r"index\.json: unexpected settings \['nprobe'\]"):
+        SemanticIndex.load(tmp_path / "idx", zoo.from_preset(preset))
 
 
 def test_collection_of_another_model_or_dimension_is_refused(db, preset):

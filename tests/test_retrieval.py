@@ -1,6 +1,7 @@
 """BM25 over the index's texts (bm25s), hybrid dense + lexical search (score or reciprocal-rank fusion, calibrated
 from labelled queries), and the approximate backends."""
 
+import json
 import math
 
 import keras
@@ -9,6 +10,7 @@ import pytest
 
 import zoo
 from helpers import require_module, synthetic_vocab
+from zoo.errors import CheckpointError
 from zoo.retrieval.base import SemanticIndex, fuse, reciprocal_rank_fusion, score_fusion
 from zoo.retrieval.lexical import lexical_terms
 
@@ -306,3 +308,20 @@ def test_retrieval_metrics_against_hand_computed_values():
     want = ((1 / np.log2(3)) / 1 + (1 / np.log2(3) + 1 / np.log2(4)) / ideal_two + 0) / 3
     assert ndcg_at_k(rankings, relevant, 3) == pytest.approx(want)
     assert overlap_at_k([[1, 2, 3], [4, 5, 6]], [[3, 2, 9], [7, 8, 9]], 3) == pytest.approx((2 / 3 + 0) / 2)
+
+
+def test_backend_is_keyword_only_and_a_wrong_option_is_a_type_error(tmp_path):
+    """``backend=`` is a keyword (no positional sniffing); an option the backend does not take is a TypeError where
+    it is given, at construction or at load; a setting that index.json should not hold is a CheckpointError."""
+    with pytest.raises(TypeError, match="positional"):
+        SemanticIndex(None, 4, "hnsw")
+    with pytest.raises(TypeError, match="uri"):  # a Milvus option on the exact backend
+        SemanticIndex(dim=4, uri="corpus.db")
+    assert type(SemanticIndex(dim=4, backend="hnsw")).__name__ == "VectorIndex"
+    SemanticIndex(dim=4).add(vectors=np.eye(4, dtype="float32")).save(tmp_path / "index")
+    with pytest.raises(TypeError, match="collection"):
+        SemanticIndex.load(tmp_path / "index", collection="other")
+    settings = json.loads((tmp_path / "index" / "index.json").read_text())
+    (tmp_path / "index" / "index.json").write_text(json.dumps({**settings, "colour": "red"}))
+    with pytest.raises(CheckpointError, match=r"index\.json: unexpected settings \['colour'\]"):
+        SemanticIndex.load(tmp_path / "index")

@@ -5,6 +5,7 @@ torch_reference's ``st_folder``); other modules are refused by name; such an enc
 preset; a pooling or Dense layer the fused ONNX graph lacks runs fp32 under precision "auto", is refused by the
 ONNX precisions and exports as a SavedModel."""
 
+import asyncio
 import json
 import logging
 import shutil
@@ -16,9 +17,11 @@ import torch_reference
 import zoo
 from helpers import require_installed, tiny_bert_config
 from zoo.errors import CheckpointError
-from zoo.export.onnx import export_onnx
+from zoo.export.onnx import export_onnx, export_onnx_folder
 from zoo.export.saved_model import export_saved_model
+from zoo.inference.light import light_encoder
 from zoo.inference.precisions import forget
+from zoo.serving.engines import PresetEngine
 
 MAXLEN = 12  # max_seq_length of the folders: shorter than the long texts below (truncation)
 TEXTS = ["今天天气不错", "今天天气很好，我们出去走走吧", "", "hello world", "HELLO World 中国",
@@ -262,3 +265,30 @@ def test_the_query_prompt_becomes_the_query_prefix(st_folders, tmp_path, caplog)
     with caplog.at_level(logging.WARNING, logger="zoo"):
         zoo.SentenceEncoder.from_preset(folder)
     assert any("'passage' prompt" in r.getMessage() for r in caplog.records)
+
+
+def test_an_unnormalised_folder_exports_and_serves_the_vectors_encode_gives(st_folders, tmp_path, monkeypatch):
+    """Without a Normalize module the model's HeadSpec serves raw vectors: the SavedModel, the ONNX export (and the
+    light runtime reading it) and the server's engine give what encode() gives, as sentence-transformers does."""
+    require_installed("onnxruntime", "onnx", install="pip install 'zoo[onnx]'")
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
+    folder, expected = st_folders["mean"]  # Normalize: False
+    encoder = zoo.SentenceEncoder.from_preset(folder)
+    assert encoder.head_spec().normalize is False
+    raw = encoder.encode(TEXTS, precision="fp32")
+    np.testing.assert_allclose(raw, expected, atol=1e-5)
+    assert np.abs(np.linalg.norm(raw, axis=1) - 1.0).max() > 1e-2
+
+    import tensorflow as tf
+
+    path = export_saved_model(encoder, tmp_path / "export" / "1", signature="ids")
+    ids = encoder.tokenizer(TEXTS, maxlen=MAXLEN)
+    served = tf.saved_model.load(str(path)).signatures["ids"](**{k: tf.constant(v) for k, v in ids.items()})
+    np.testing.assert_allclose(served["embedding"].numpy(), raw, atol=1e-5)
+
+    onnx_folder = export_onnx_folder(encoder, tmp_path / "onnx")
+    np.testing.assert_allclose(light_encoder(onnx_folder, "onnx-fp32").encode(TEXTS), raw, atol=1e-5)
+
+    engine = PresetEngine("raw", folder)
+    vectors, _ = asyncio.run(engine.embed(TEXTS, "truncate"))
+    np.testing.assert_allclose(vectors, raw, atol=1e-5)

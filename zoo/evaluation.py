@@ -81,7 +81,7 @@ class AccuracyEvaluator(Evaluator):
     """Accuracy (primary, x100) at the best threshold on these same pairs, and that threshold:
     ``max_t mean(1[s_i > t] == y_i)``, found by an exact sweep over the sorted scores (``best_threshold``).
 
-    Inputs: a model with ``predict(pairs)`` (a CrossEncoder's scores) and a PairDataset with 0/1 labels. Fitted on
+    Inputs: a model with ``score(pairs)`` (a CrossEncoder) and a PairDataset with 0/1 labels. Fitted on
     valid, the threshold is then applied to test (``threshold_accuracy``), as in the LCQMC / BQ papers' accuracy."""
 
     primary_metric = "accuracy"

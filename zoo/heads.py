@@ -21,9 +21,11 @@ class HeadSpec:
 
     ``texts``: the names of its text inputs, ("text",) for one text, ("text_a", "text_b") for a pair
     (``[CLS] a [SEP] b [SEP]``, segment ids 0/1, bert4keras truncation). ``output``: "embedding" (the output
-    is a vector, served L2-normalised) or "score". ``pooling``: an embedding's pooling mode. ``head``: a
-    score's head, "softmax" (Dense(2): served as P(similar) = softmax(logits)[1]) or "cosent" (Dense(1): the
-    raw logit). ``zero_segments``: every segment id counts as 0 (bojone's interact.py).
+    is a vector) or "score". ``pooling``: an embedding's pooling mode. ``normalize``: an embedding is served
+    L2-normalised (False for a sentence-transformers folder without a Normalize module: its raw vectors, as
+    sentence-transformers serves them). ``head``: a score's head, "softmax" (Dense(2): served as
+    P(similar) = softmax(logits)[1]) or "cosent" (Dense(1): the raw logit). ``zero_segments``: every segment id
+    counts as 0 (bojone's interact.py).
     """
 
     texts: tuple
@@ -31,6 +33,7 @@ class HeadSpec:
     pooling: str | None = None
     head: str | None = None
     zero_segments: bool = False
+    normalize: bool = True
 
     def __post_init__(self):
         if self.output not in (EMBEDDING, SCORE):
@@ -41,8 +44,8 @@ class HeadSpec:
             raise ValueError(f"a score's head must be one of {SCORE_HEADS}, got {self.head!r}")
 
     @classmethod
-    def embedding(cls, pooling):
-        return cls(("text",), EMBEDDING, pooling=pooling)
+    def embedding(cls, pooling, normalize=True):
+        return cls(("text",), EMBEDDING, pooling=pooling, normalize=bool(normalize))
 
     @classmethod
     def score(cls, head, zero_segments=False):
@@ -64,15 +67,22 @@ class HeadSpec:
         """True when a row is a pair of texts."""
         return len(self.texts) == 2
 
+    @property
+    def units(self):
+        """The width of a score head's raw output: 2 logits for softmax, 1 for cosent (None for an embedding)."""
+        if self.output != SCORE:
+            return None
+        return 2 if self.head == "softmax" else 1
+
     def serve(self, outputs):
         """Raw outputs [n, width] (a backend tensor, or numpy) -> what is served, in keras.ops (so the same code
-        runs inside an exported graph): L2-normalised vectors [n, width], or scores [n]."""
+        runs inside an exported graph): vectors [n, width] (L2-normalised when ``normalize``), or scores [n]."""
         from keras import ops
 
         if self.output == EMBEDDING:
             from .losses import l2_normalize
 
-            return l2_normalize(outputs)
+            return l2_normalize(outputs) if self.normalize else outputs
         if self.head == "softmax":
             return ops.softmax(outputs, axis=-1)[:, 1]
         return outputs[:, 0]
@@ -81,11 +91,26 @@ class HeadSpec:
         """``serve`` in numpy (no backend imported) -> float32 numpy."""
         outputs = np.asarray(outputs, "float32")
         if self.output == EMBEDDING:
-            return normalize_rows(outputs)
+            return normalize_rows(outputs) if self.normalize else outputs
         if self.head == "softmax":
             e = np.exp(outputs - outputs.max(1, keepdims=True))
             return (e / e.sum(1, keepdims=True))[:, 1]
         return outputs[:, 0]
+
+    def write_onnx(self, g, output):
+        """``serve`` as ONNX ops appended to the fused graph builder ``g`` (``zoo.inference.fused_onnx``): raw
+        outputs [n, width] -> the served tensor's name."""
+        if self.output == EMBEDDING:
+            if not self.normalize:
+                return output
+            squares = g.op("ReduceSum", [g.op("Mul", [output, output]), g.const("axis", np.array([-1], "int64"))],
+                           keepdims=1)  # x / sqrt(max(sum(x^2), 1e-24)), as zoo.losses.l2_normalize
+            tiny = g.const("tiny", np.array(1e-24, "float32"))
+            return g.op("Div", [output, g.op("Sqrt", [g.op("Max", [squares, tiny])])])
+        if self.head == "softmax":
+            output = g.op("Softmax", [output], axis=-1)
+        index = g.const("index", np.array(1 if self.head == "softmax" else 0, "int64"))
+        return g.op("Gather", [output, index], axis=1)
 
     def logits(self, served):
         """Served scores -> the logit of P(similar): log-odds of a softmax head's probability, a cosent head's

@@ -129,14 +129,8 @@ def fused_graph(model, served=False):
                               g.const("classifier_bias", classifier[1])])
     else:
         output = _pool(g, arrays, spec.pooling, layers, mask, backbone)
-    if served:  # HeadSpec.serve, as graph ops
-        if spec.output == "embedding":
-            output = _l2_normalize(g, output)
-        else:
-            if spec.head == "softmax":
-                output = g.op("Softmax", [output], axis=-1)
-            index = g.const("index", np.array(1 if spec.head == "softmax" else 0, "int64"))
-            output = g.op("Gather", [output, index], axis=1)
+    if served:
+        output = spec.write_onnx(g, output)
     name = spec.output if served else "output"
     g.op("Identity", [output], outputs=[name])
     dims = ["batch", "length"]
@@ -239,9 +233,3 @@ def _pool(g, arrays, mode, layers, mask, backbone):
     summed = g.op("Squeeze", [summed, g.const("axis", np.array([1], "int64"))])  # [B, H]
     count = g.op("ReduceSum", [weights, g.const("axis", np.array([1], "int64"))], keepdims=1)
     return g.op("Div", [summed, g.op("Max", [count, g.const("one", np.array(1.0, "float32"))])])
-
-
-def _l2_normalize(g, x):
-    """x / sqrt(max(sum(x^2), 1e-24)) over the last axis (``zoo.losses.l2_normalize``)."""
-    squares = g.op("ReduceSum", [g.op("Mul", [x, x]), g.const("axis", np.array([-1], "int64"))], keepdims=1)
-    return g.op("Div", [x, g.op("Sqrt", [g.op("Max", [squares, g.const("tiny", np.array(1e-24, "float32"))])])])

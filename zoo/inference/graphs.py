@@ -259,7 +259,7 @@ def encoder_record(model):
     return {"class": type(model).__name__, "output": spec.output, "pooling": spec.pooling,
             "dim": int(getattr(served, "dim", 0) or 0), "maxlen": int(served.maxlen),
             "max_input_tokens": getattr(model, "max_input_tokens", None),
-            "normalize": bool(getattr(served, "normalize", True)), "query_prefix": getattr(served, "query_prefix", "")}
+            "normalize": spec.normalize, "query_prefix": getattr(served, "query_prefix", "")}
 
 
 def link_preset(folder, directory, weights_sha256):
@@ -316,9 +316,10 @@ def find_graphs(path):
 
 
 def export_info(manifest):
-    """An ONNX export's manifest as a graph folder's info (its graph ends L2-normalised: ``served``)."""
-    return {"encoder": {"class": (manifest.get("model") or {}).get("class"), "output": "embedding",
-                        "maxlen": int(manifest["maxlen"]), "normalize": True, "query_prefix": "",
+    """An ONNX export's manifest as a graph folder's info (its graph ends as its HeadSpec serves: ``served``)."""
+    model = manifest.get("model") or {}
+    return {"encoder": {"class": model.get("class"), "output": "embedding",
+                        "maxlen": int(manifest["maxlen"]), "normalize": model.get("normalize", True), "query_prefix": "",
                         "dim": manifest.get("dim"), "max_input_tokens": int(manifest["maxlen"])},
             "precision": manifest.get("precision", "onnx-fp32"), "served": True,
             "parity_max_abs_diff": manifest.get("parity_max_abs_diff"), "files": manifest.get("files", {})}

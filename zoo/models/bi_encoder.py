@@ -133,7 +133,7 @@ class SentenceEncoder(Task):
         return self.backbone.hidden_dim * len(pooling_modes(self.pooling))
 
     def head_spec(self):
-        return HeadSpec.embedding(self.pooling)
+        return HeadSpec.embedding(self.pooling, self.normalize)
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
@@ -158,7 +158,7 @@ class SentenceEncoder(Task):
         return embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(
             rows, batch_size, maxlen or self.maxlen, show_progress_bar, unit="sent", precision=precision),
             self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride,
-            self.normalize if normalize_embeddings is None else normalize_embeddings)
+            self.head_spec().normalize if normalize_embeddings is None else normalize_embeddings)
 
     def vector_source(self, precision="auto"):
         """How ``encode(..., precision=precision)`` makes vectors (recorded by ``zoo encode`` and indexes; served at

@@ -12,7 +12,7 @@ from ..backbones import BertBackbone, backbone_inputs
 from ..choices import SCORE_HEADS as HEADS
 from ..errors import ConfigError
 from ..heads import HeadSpec
-from ..logs import log, warn_deprecated
+from ..logs import log
 from ..paths import atomic_file, resolve, sha256_of
 from ..tokenizer.wordpiece import Tokenizer
 from .task import Task
@@ -37,8 +37,7 @@ class CrossEncoder(Task):
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         inputs = backbone_inputs()
         cls = backbone(inputs, first_token_only=True)["sequence_output"][:, 0, :]
-        units = 2 if head == "softmax" else 1
-        logits = keras.layers.Dense(units, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+        logits = keras.layers.Dense(HeadSpec.score(head).units, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
                                     name="classifier")(cls)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
         backbone.get_layer("pooler_dense").trainable = False  # not on the path to the output
@@ -83,16 +82,6 @@ class CrossEncoder(Task):
         logits = self.predict_rows(rows, batch_size, show_progress_bar=show_progress_bar, unit="pair",
                                    precision=precision)
         return self.head_spec().serve_numpy(logits)
-
-    def predict(self, x, *args, **kwargs):
-        """Keras' ``predict`` on the tokenizer's dict of ids -> logits. Given (text_a, text_b) pairs it is the
-        deprecated spelling of ``score``."""
-        text_pairs = isinstance(x, (list, tuple)) and all(
-            isinstance(p, (list, tuple)) and any(isinstance(t, str) for t in p) for p in x[:1])
-        if not text_pairs:  # ids, arrays, a tf.data.Dataset: Keras' own predict
-            return super().predict(x, *args, **kwargs)
-        warn_deprecated("CrossEncoder.predict(pairs)", "CrossEncoder.score(pairs)")
-        return self.score(x, *args, **{k: v for k, v in kwargs.items() if k != "verbose"})
 
 
 def predict_teachers(teachers, train, cache_path, progress=True):

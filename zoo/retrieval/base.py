@@ -7,6 +7,7 @@ the calibration of the fusion weight from a few labelled queries."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 
 import numpy as np
@@ -107,10 +108,11 @@ class SemanticIndex:
     backend = None
     filters = False  # whether search takes filter expressions on metadata
 
-    def __new__(cls, *args, **kwargs):
-        """``SemanticIndex(..., backend=B)`` makes the index of backend B (``BACKEND_MODULES``), a subclass."""
+    def __new__(cls, *args, backend="exact", **kwargs):
+        """``SemanticIndex(..., backend=B)`` (keyword only) makes the index of backend B (``BACKEND_MODULES``),
+        a subclass; the subclass' ``__init__`` then checks every other argument."""
         if cls is SemanticIndex:
-            cls = backend_class(kwargs.get("backend", args[2] if len(args) > 2 else "exact"))
+            cls = backend_class(backend)
         return super().__new__(cls)
 
     def __init__(self, encoder=None, dim=None, model=None, lexical="bigram", hybrid_weight=0.5, fusion="score",
@@ -273,6 +275,16 @@ class SemanticIndex:
     @classmethod
     def _load(cls, directory, meta, encoder, **options):
         raise NotImplementedError
+
+    @classmethod
+    def _check_settings(cls, directory, meta):
+        """CheckpointError naming ``index.json`` for a setting this backend's ``__init__`` does not take (a file
+        of another zoo, or edited by hand), before any call: a caller's own wrong option stays a TypeError."""
+        known = set(inspect.signature(cls.__init__).parameters) - {"self", "encoder"}
+        unknown = sorted(set(meta) - known)
+        if unknown:
+            raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings {unknown} for a "
+                                  f"{meta.get('backend')} index (it takes {sorted(known)})")
 
 
 def _fused(dense, lexical, weight, fusion, topk):

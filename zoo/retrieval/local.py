@@ -54,7 +54,7 @@ class VectorIndex(SemanticIndex):
     """A ``SemanticIndex`` whose vectors, texts and ids are held in this process (see ``SemanticIndex`` for the
     backends and their settings); ``save`` writes them to a folder, ``SemanticIndex.load`` maps them back."""
 
-    def __init__(self, encoder=None, dim=None, backend="exact", factory=None, nprobe=32, lexical="bigram",
+    def __init__(self, encoder=None, dim=None, *, backend="exact", factory=None, nprobe=32, lexical="bigram",
                  model=None, quantize=None, rescore=4, hnsw_m=32, ef_construction=200, ef_search=128, pq_bytes=None,
                  hybrid_weight=0.5, fusion="score", calibration=None, vector_source=None):
         if backend not in BACKENDS:
@@ -304,6 +304,7 @@ class VectorIndex(SemanticIndex):
             raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: the index holds {meta.get('dim')}-d vectors"
                                   f"{' of ' + model if model else ''}; the encoder gives {encoder.dim}-d "
                                   f"vectors: search it with the model it was built with")
+        cls._check_settings(directory, meta)
         try:
             index = cls(encoder=encoder, **meta)
         except (TypeError, ValueError) as e:

@@ -59,7 +59,7 @@ class MilvusIndex(SemanticIndex):
 
     filters = True  # search takes filter expressions on the metadata
 
-    def __init__(self, encoder=None, dim=None, backend="milvus", uri="zoo.db", collection="zoo", model=None,
+    def __init__(self, encoder=None, dim=None, *, backend="milvus", uri="zoo.db", collection="zoo", model=None,
                  lexical="bigram", token=None, index_type=None, hybrid_weight=0.5, fusion="rrf", calibration=None,
                  vector_source=None):
         MilvusClient = require("pymilvus", "milvus", "the Milvus backend").MilvusClient
@@ -289,7 +289,5 @@ class MilvusIndex(SemanticIndex):
 
     @classmethod
     def _load(cls, directory, meta, encoder, **options):
-        try:
-            return cls(encoder=encoder, **{**meta, "dim": meta.get("dim"), **options})
-        except TypeError as e:
-            raise CheckpointError(f"{os.path.join(directory, INDEX_FILE)}: unexpected settings ({e})") from None
+        cls._check_settings(directory, meta)
+        return cls(encoder=encoder, **{**meta, "dim": meta.get("dim"), **options})

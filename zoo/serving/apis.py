@@ -159,7 +159,8 @@ async def embeddings(server, body):
                        code="context_length_exceeded") from None
     vectors = np.asarray(vectors, dtype="float32")
     if dimensions is not None:
-        vectors = normalize_rows(vectors[:, :dimensions])
+        vectors = vectors[:, :dimensions]  # the first dimensions, normalised again where the model normalises
+        vectors = normalize_rows(vectors) if engine.normalize else vectors
     data = [{"object": "embedding", "index": i,
              "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if encoding == "base64"
              else v.tolist()} for i, v in enumerate(vectors)]

@@ -52,6 +52,7 @@ class Engine:
     "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
 
     kind, dim, head, paraphrases, source, limit, vectors = OTHER, None, None, False, "", None, None
+    normalize = True  # an embedding model's vectors are L2-normalised (its HeadSpec's normalize)
 
     setting = staticmethod(python_setting)  # how a message names a server option (the server sets its own)
 
@@ -138,6 +139,7 @@ class ExportedEngine(Engine):
                         "graph_sha256": onnx_graph["sha256"] if onnx_graph else None}
         spec = HeadSpec.from_record(described)  # None for an export of an older zoo: its head is still recorded
         self.source, self.head, self.kind = self.path, spec.head if spec else described.get("head"), OTHER
+        self.normalize = spec.normalize if spec else True
         self.limit = self.model.limit
         if sig is not None and "tokenize" in self.model.signatures:
             if list(sig.inputs) == ["text"] and sig.outputs == ["embedding"]:
@@ -193,7 +195,7 @@ class PresetEngine(Engine):
         if spec is not None and spec.output == "score":
             self.kind, self.head = CROSS_ENCODER, spec.head
         elif spec is not None:
-            self.kind, self.dim = EMBEDDING, int(self.model.dim)
+            self.kind, self.dim, self.normalize = EMBEDDING, int(self.model.dim), spec.normalize
             self.vectors = self.model.vector_source() if hasattr(self.model, "vector_source") else None
             self.limit = getattr(self.model, "max_input_tokens", self.limit)  # embeds up to its trained length
             self.paraphrases = isinstance(self.model, SimBERT)
@@ -223,7 +225,7 @@ class PresetEngine(Engine):
         chunk = long_text == "chunk"
         vectors = await run_in_threadpool(self._run, lambda: self.model.encode(
             texts, show_progress_bar=False, long_text="chunk" if chunk else "truncate", maxlen=self.limit,
-            normalize_embeddings=True))  # served L2-normalised (HeadSpec), as the exports serve them
+            normalize_embeddings=self.normalize))  # as its HeadSpec says, as the exports serve them
         return vectors, tokens_embedded(self.model.tokenizer, self.limit, texts, chunk=chunk)
 
     async def score(self, pairs, long_text="refuse"):

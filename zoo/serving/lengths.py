@@ -58,10 +58,11 @@ def chunk_windows(tokenizer, texts, limit, stride=None):
     return arrays, owner, weights, [len(ids) for ids, _ in rows]
 
 
-def combine_windows(vectors, owner, weights, n):
-    """Window vectors [W, d] -> [n, d]: each text's token-weighted mean of its windows, L2-normalised (what
-    ``encode(long_text="chunk")`` returns)."""
-    return normalize_rows(mean_of_windows(vectors, owner, weights, n))
+def combine_windows(vectors, owner, weights, n, normalize=True):
+    """Window vectors [W, d] -> [n, d]: each text's token-weighted mean of its windows, L2-normalised when
+    ``normalize`` (what ``encode(long_text="chunk")`` returns)."""
+    mean = mean_of_windows(vectors, owner, weights, n)
+    return normalize_rows(mean) if normalize else mean
 
 
 def tokens_embedded(tokenizer, limit, texts, texts_b=None, chunk=False):

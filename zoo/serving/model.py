@@ -90,6 +90,7 @@ class ServedModel:
             record = read_json_file(manifest, "an export's manifest")
             check_manifest(path, record.get("files"), EXPORT_MANIFEST)
         self.tokenizer, self.limit = self._length_tools(path, record)
+        self.normalize = (record.get("model") or {}).get("normalize", True)  # its HeadSpec's (older exports: True)
         if os.path.exists(os.path.join(path, "model.onnx")) and not os.path.exists(os.path.join(path, "saved_model.pb")):
             self._module, self.signatures = None, onnx_signatures(path)
             for sig in self.signatures.values():  # warm-up, and the output shapes for the metadata

@@ -249,7 +249,8 @@ class ModelServer:
             ids = model.signatures["ids"]
             parts = [self.predict(model, ids, part, timeout, "truncate")["embedding"]
                      for part in window_slices(plan, self.max_request_batch)]
-            return {"embedding": combine_windows(np.concatenate(parts), plan["owner"], plan["weights"], plan["n"])}
+            return {"embedding": combine_windows(np.concatenate(parts), plan["owner"], plan["weights"], plan["n"],
+                                                 model.normalize)}
         if sig.batchable:
             return self._batcher.submit(sig, arrays, rows).result(timeout or self.request_timeout_s)
         return sig(arrays)
@@ -264,7 +265,8 @@ class ModelServer:
             ids = model.signatures["ids"]
             parts = [(await self.predict_async(model, ids, part, "truncate"))["embedding"]
                      for part in window_slices(plan, self.max_request_batch)]
-            return {"embedding": combine_windows(np.concatenate(parts), plan["owner"], plan["weights"], plan["n"])}
+            return {"embedding": combine_windows(np.concatenate(parts), plan["owner"], plan["weights"], plan["n"],
+                                                 model.normalize)}
         if sig.batchable:
             return await asyncio.wrap_future(self._batcher.submit(sig, arrays, rows))
         return await run_in_threadpool(sig, arrays)
