@@ -111,6 +111,32 @@ def test_sentence_vectors_match(family_model, tiny_batch, pooling):
     assert max_diff(got, want) <= TOL
 
 
+# family -> (transformers config class, base model class, config): the bare classes, as save_pretrained writes them
+# (and as a sentence-transformers folder holds its model): no MLM head, no family prefix on the ALBERT names
+BARE = {"bert": ("BertConfig", "BertModel", dict(type_vocab_size=2, hidden_act="gelu")),
+        "roformer": ("RoFormerConfig", "RoFormerModel", FAMILIES["roformer"][2]),
+        "albert": ("AlbertConfig", "AlbertModel", FAMILIES["albert"][2]),
+        "electra": ("ElectraConfig", "ElectraModel", FAMILIES["electra"][2]),
+        "ernie": ("ErnieConfig", "ErnieModel", FAMILIES["ernie"][2])}
+
+
+@pytest.mark.parametrize("name", list(BARE))
+def test_a_bare_base_model_folder_loads(name, tiny_vocab, tiny_batch, tmp_path):
+    """``AlbertModel(...).save_pretrained(DIR)`` (and each other family's base class) loads as its family and gives
+    transformers' hidden states and pooled vectors within 1e-5."""
+    config_class, model_class, extra = BARE[name]
+    tokens, _ = tiny_vocab
+    folder = tmp_path / "hf"
+    out = torch_reference.run("build_family", config_class=config_class, model=model_class,
+                              config={**BASE, **extra, "vocab_size": len(tokens)}, folder=str(folder), seed=2,
+                              scale=0.05, batch=tiny_batch)
+    (folder / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    backbone = zoo.BertBackbone.from_preset(str(folder), output_hidden_states=True)
+    assert type(backbone).__name__ == (FAMILIES[name][3] if name in FAMILIES else "BertBackbone")
+    check_parity(backbone, {"outputs": out}, tiny_batch, f"bare {model_class}")
+    assert not [n for n in backbone.load_report.unused if not n.endswith("position_ids")], backbone.load_report.unused
+
+
 # ------------------------------------------------------------------------------------------------ TF1 releases
 def albert_tf1_arrays(state):
     """Google ALBERT release names (written here independently of zoo's table)."""

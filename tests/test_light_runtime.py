@@ -129,6 +129,20 @@ def test_an_index_refuses_queries_of_another_model(light_env, tmp_path, caplog):
     assert hits[0][0][0] in TEXTS[:2]
 
 
+def test_queries_of_an_int8_index_are_encoded_at_int8(light_env, tmp_path):
+    """One vector per index: an index whose vectors were made at a lossy precision encodes later queries at that
+    precision, whichever default the searching encoder has; a caller's explicit precision still wins."""
+    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="int8")
+    zoo.retrieval.SemanticIndex(int8, model="zoo-embed-zh-L4").add(TEXTS).save(tmp_path / "index")
+    keras_model = zoo.from_preset("zoo-embed-zh-L4")  # its default: lossless (onnx-fp32)
+    index = zoo.retrieval.SemanticIndex.load(tmp_path / "index", keras_model)
+    query = "花呗如何开通"
+    got = index._query_vectors(query)[0]
+    np.testing.assert_allclose(got, int8.encode(query), atol=1e-6)
+    assert np.abs(got - keras_model.encode(query)).max() > 1e-5  # the float vector would differ
+    assert json.loads((tmp_path / "index" / "index.json").read_text())["vector_source"]["precision"] == "int8"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -36,6 +36,7 @@ def models(tmp_path_factory):
     require_module("onnxruntime", "pip install 'zoo[onnx]'")
     base = tmp_path_factory.mktemp("long")
     encoder = tiny_sentence_encoder(seed=5)
+    encoder.max_input_tokens = 64  # weights good for longer inputs than maxlen: every path still cuts at maxlen
     keras.utils.set_random_seed(6)
     tok = encoder.tokenizer
     cross = zoo.CrossEncoder(zoo.BertBackbone(tok.vocab_size, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0),
@@ -118,11 +119,20 @@ def test_long_text_chunk_embeds_windows_exactly_as_encode(chunking, models, name
                                atol=1e-5)
 
 
-def test_models_show_each_limit(refusing):
+def test_models_show_each_limit_and_no_path(refusing, models):
+    """One maxlen per model (its ``maxlen``, not the longer ``max_input_tokens`` its weights were trained for); a
+    model is named by its name, version and sha256, never by where its files lie."""
     status, reply = call(refusing, "/v1/models", None)
     assert status == 200
     limits = {m["id"]: m["zoo"]["max_input_tokens"] for m in reply["data"]}
     assert limits == {"saved": 32, "onnx": 32, "preset": 32, "ce": 24}
+    assert str(models["base"]) not in json.dumps(reply) and os.sep + "tmp" not in json.dumps(reply)
+    described = {m["id"]: m["zoo"] for m in reply["data"]}
+    assert {described[n]["version"] for n in ("saved", "onnx", "ce")} == {1} and described["preset"]["version"] is None
+    assert all(len(d["sha256"]) == 64 for d in described.values()), described
+    for name in ("preset", "nothing"):  # TF Serving's API on a Keras model, or a model it does not serve
+        status, reply = call(refusing, f"/v1/models/{name}/metadata", None)
+        assert status == 404 and str(models["base"]) not in json.dumps(reply), reply
 
 
 @pytest.mark.parametrize("name", ("saved", "onnx"))
@@ -184,7 +194,8 @@ def test_zoo_encode_logs_how_many_inputs_were_cut(models, tmp_path, caplog):
 
 def test_models_state_the_longest_input_they_were_trained_for(tmp_path):
     """A preset records max_input_tokens (the shipped ones: their backbone's pretraining length, above the 64 their
-    figures were measured at); a model built on a preset's backbone keeps it; exports default to it."""
+    figures were measured at); a model built on a preset's backbone keeps it; exports default to maxlen, as
+    encode() does (one length per model)."""
     import json as json_
 
     from zoo.export.exportable import load_exportable
@@ -198,7 +209,7 @@ def test_models_state_the_longest_input_they_were_trained_for(tmp_path):
     assert built.max_input_tokens == shipped.max_input_tokens
     built.save_to_preset(tmp_path / "mine")
     assert zoo.SentenceEncoder.from_preset(tmp_path / "mine").max_input_tokens == shipped.max_input_tokens
-    assert load_exportable("zoo-embed-zh-L4").maxlen == shipped.max_input_tokens
+    assert load_exportable("zoo-embed-zh-L4").maxlen == shipped.maxlen
     assert load_exportable("zoo-embed-zh-L4", maxlen=48).maxlen == 48
     tiny = tiny_sentence_encoder()
     assert tiny.max_input_tokens == tiny.maxlen

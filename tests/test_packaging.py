@@ -93,6 +93,7 @@ def scratch_suite(folder, tests):
     ({file name: source})."""
     (folder / "setup.cfg").write_text(Path(REPO, "setup.cfg").read_text(encoding="utf-8"))
     (folder / "conftest.py").write_text(Path(REPO, "tests", "conftest.py").read_text(encoding="utf-8"))
+    (folder / "helpers.py").write_text(Path(REPO, "tests", "helpers.py").read_text(encoding="utf-8"))  # conftest's
     for name, source in tests.items():
         (folder / name).write_text(source)
     return folder

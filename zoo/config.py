@@ -19,10 +19,13 @@ import dataclasses
 import types
 import typing
 
-from .choices import DISTRIBUTE_MODES
+from .choices import (DISTRIBUTE_MODES, DVBERT_OBJECTIVES, POOLINGS, PRETRAINING_OBJECTIVES,  # noqa: F401 -- kept
+                      SCORE_HEADS, check_warmup)  # importable from here through the move to zoo.choices
 from .errors import ConfigError
 from .logs import log, show_bars
 from .paths import DEFAULT_PRESET
+
+CROSS_ENCODER_HEADS = SCORE_HEADS  # the name this module gave them before zoo.choices
 
 # keras.distribution.initialize reads these too
 ENV_COORDINATOR = "KERAS_DISTRIBUTION_JOB_ADDRESSES"

@@ -45,6 +45,16 @@ def accelerator():
     return None
 
 
+SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16",
+               "amx_tile", "amx_int8", "amx_bf16")  # the instruction sets that change which kernels run
+
+
+def instruction_sets(flags=None):
+    """The CPU's instruction sets of ``SPEED_FLAGS`` it has, sorted (part of fastest's cache key)."""
+    flags = cpu_flags() if flags is None else flags
+    return sorted(f for f in SPEED_FLAGS if f in flags)
+
+
 def cpu_model():
     """The CPU's model name (Linux /proc/cpuinfo; ``platform.processor()`` elsewhere, possibly empty)."""
     try:

@@ -193,6 +193,8 @@ def hf_to_tf1(family, name):
     if family == "bert":
         return hf_to_google(name)
     if family == "albert":
+        if not name.startswith(("albert.", "predictions.", "sop_classifier.")):
+            name = "albert." + name  # a bare AlbertModel (as save_pretrained writes it, and sentence-transformers)
         if name == "predictions.bias":
             return "cls/predictions/output_bias", False
         if name.startswith("predictions.decoder.") or name.endswith("position_ids"):

@@ -36,10 +36,8 @@ def version_path(base, name="default", version=None):
 
 def load_exportable(path, pooling=None, maxlen=None):
     """A model to export from anything zoo loads (``zoo.models.from_preset``: a saved task model as it is, a
-    checkpoint or backbone preset as a SentenceEncoder with ``pooling``); ``maxlen`` replaces the model's, which
-    is otherwise its ``max_input_tokens`` (the longest input it was trained for)."""
+    checkpoint or backbone preset as a SentenceEncoder with ``pooling``); ``maxlen`` replaces the model's
+    ``maxlen``, the one length ``encode``, indexes, exports and ``zoo serve`` all use by default."""
     model = from_preset(path, pooling=pooling, maxlen=maxlen)
     serving_spec(model)
-    if maxlen is None and getattr(model, "max_input_tokens", None):  # exports take what the model was trained for
-        model.maxlen = model.max_input_tokens
     return model

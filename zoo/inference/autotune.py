@@ -14,7 +14,7 @@ import numpy as np
 
 from ..data.pair_files import iter_pairs
 from ..data.tasks import task_file
-from ..hardware import accelerator, cpu_model, usable_cpus
+from ..hardware import accelerator, cpu_model, instruction_sets, usable_cpus
 from ..logs import log
 from ..paths import DATA_DIR, cache_dir, read_json_file, sha256_of, write_json_atomic
 from .graphs import ONNX_PRECISIONS, PARITY_TEXTS, PARITY_TOLERANCE, cached_graphs, graph_path, onnx_session
@@ -27,7 +27,8 @@ MAX_SPEARMAN_LOSS = 0.3
 PROBE_PAIRS = 500
 PROBE_ROUNDS = 3  # timed rounds of the probe workload per candidate, interleaved
 PROBE_TIMED_ROWS = 320
-PROBE_SINGLE_ROWS = 64  # of those, also run one at a time in each round
+PROBE_SINGLE_ROWS = 64  # of those, also run one at a time in each round (reported; bulk work decides)
+DECISION_RULE = "bulk-batches-of-64"  # in the record's cache key: records decided by another rule are measured anew
 
 
 def decide(model, mode="auto"):
@@ -51,8 +52,7 @@ def decide(model, mode="auto"):
     if mode == "auto":
         return "onnx-fp32", f"lossless: the fused fp32 graph, {diff:.1g} from Keras on probe texts"
     machine = machine_id()
-    path = cache_dir("onnx", "fastest", hashlib.sha256(
-        (sha256_of(graph_path(model, "onnx-fp32")) + machine).encode()).hexdigest()[:40] + ".json")
+    path = record_path(model, machine)
     record = None
     if os.path.exists(path):
         try:
@@ -69,9 +69,24 @@ def decide(model, mode="auto"):
     return record["choice"], record["reason"]
 
 
+def record_path(model, machine=None):
+    """Where fastest's measurement for ``model`` on this machine is recorded (zoo's cache, onnx/fastest/)."""
+    key = sha256_of(graph_path(model, "onnx-fp32")) + (machine or machine_id()) + DECISION_RULE
+    return cache_dir("onnx", "fastest", hashlib.sha256(key.encode()).hexdigest()[:40] + ".json")
+
+
+def forget_record(model):
+    """Delete fastest's recorded measurement for ``model`` on this machine (``zoo.inference.precisions.remeasure``)."""
+    try:
+        os.remove(record_path(model))
+    except (OSError, TypeError, ImportError):  # no record, or no fused graph (then nothing is measured)
+        pass
+
+
 def machine_id():
-    """What fastest's speed measurement depends on: the CPU, the cores this process may use, ONNX Runtime and
-    OpenVINO (where installed)."""
+    """What fastest's speed measurement depends on: the CPU (its name and the instruction sets that change which
+    kernels run: AVX2 and AVX-512 VNNI machines may share a name), the cores this process may use, ONNX Runtime
+    and OpenVINO (where installed)."""
     import onnxruntime
 
     engines = f"onnxruntime {onnxruntime.__version__}"
@@ -79,7 +94,8 @@ def machine_id():
         import openvino
 
         engines += f", openvino {openvino.__version__}"
-    return f"{platform.machine()} {cpu_model() or platform.processor()}, {usable_cpus()} cpus, {engines}"
+    return (f"{platform.machine()} {cpu_model() or platform.processor()} ({' '.join(instruction_sets()) or 'baseline'}),"
+            f" {usable_cpus()} cpus, {engines}")
 
 
 def probe_pairs(limit=PROBE_PAIRS):
@@ -161,15 +177,14 @@ def measure(model):
             b, o = workload(p)
             batched[p].append(b)
             single[p].append(o)
-    median = {p: float(np.median(np.add(batched[p], single[p]))) for p in candidates}
-    record.update(timed_rows=len(timed), single_rows=len(singles), seconds=median,
-                  seconds_batched={p: float(np.median(v)) for p, v in batched.items()},
+    median = {p: float(np.median(v)) for p, v in batched.items()}  # bulk work decides (encode, indexes, Ray)
+    record.update(timed_rows=len(timed), single_rows=len(singles), rule=DECISION_RULE, seconds_batched=median,
                   seconds_single={p: float(np.median(v)) for p, v in single.items()})
     choice = min(candidates, key=median.get)
 
     def speeds(seconds):
         return ", ".join(f"{p} {seconds['fp32'] / seconds[p]:.2f}x" for p in candidates if p != "fp32")
 
-    return dict(record, choice=choice, reason=f"fastest on the probe (Keras fp32 = 1: {speeds(median)}; in batches "
-                                              f"{speeds(record['seconds_batched'])}; one row at a time "
-                                              f"{speeds(record['seconds_single'])}); {quality}; parity {diff:.1g}")
+    return dict(record, choice=choice, reason=f"fastest in batches of 64 (Keras fp32 = 1: {speeds(median)}; one row "
+                                              f"at a time, reported only: {speeds(record['seconds_single'])}); "
+                                              f"{quality}; parity {diff:.1g}")

@@ -37,7 +37,7 @@ import weakref
 from ..fingerprints import weights_fingerprint
 from ..hardware import bf16_supported
 from ..logs import log
-from .autotune import decide
+from .autotune import decide, forget_record
 from .graphs import ONNX_PRECISIONS, onnx_session
 
 PRECISIONS = ("auto", "fastest", "fp32", "bf16", "onnx-fp32", "int8", "openvino-int8")
@@ -149,6 +149,14 @@ def choose(model, mode="auto"):
         log.info("precision %s: %s for this %s (%s)", mode, choice, type(model).__name__, reason)
         state[mode] = choice
     return state[mode]
+
+
+def remeasure(model):
+    """Measure fastest's choice for ``model`` on this machine again, replacing its record (one taken while the
+    machine was busy, say; ``zoo encode --precision fastest --remeasure`` on the command line) -> the choice."""
+    forget_record(model)
+    forget(model)
+    return choose(model, "fastest")
 
 
 def forced_precision():

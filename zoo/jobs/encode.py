@@ -62,6 +62,8 @@ class EncodeConfig:
                                     "Runtime graph; zoo.inference). Where the model's fused graph exists, auto, "
                                     "onnx-fp32 and int8 run without TensorFlow (zoo.inference.light)",
                             choices=PRECISIONS)
+    remeasure: bool = option(False, "with --precision fastest: measure this machine's choice again (replacing a "
+                                    "record taken, say, while the machine was busy)")
     processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p (with "
                                "--engine ray: the number of Ray actors, one model copy each)")
     engine: str = option("local", "local: this machine's processes; ray: a Ray cluster (Ray Data, an actor pool)",
@@ -200,7 +202,13 @@ def run(config: EncodeConfig):
                     "field only)", config.input)
     os.makedirs(os.path.dirname(os.path.abspath(config.output)), exist_ok=True)
     work, settings = config.output + ".partial", _settings(config, lines)
+    if config.remeasure and config.precision != "fastest":
+        raise ConfigError(f"remeasure is for precision 'fastest', not {config.precision!r}", param="remeasure")
     model = load_encoder(config)
+    if config.remeasure:
+        from ..inference.precisions import remeasure
+
+        remeasure(model)  # logs the new choice and why
     source = model.vector_source(config.precision) if hasattr(model, "vector_source") else None  # decided here,
     # graphs cached, before any worker process starts
     if os.path.exists(os.path.join(work, "meta.json")):

@@ -58,8 +58,9 @@ class Task(keras.Model):
     def max_input_tokens(self):
         """The longest input, in tokens, this model's weights were trained on (at least ``maxlen``): recorded in its
         preset's metadata (for the shipped presets the pretraining length of their position embeddings, 128),
-        kept from the backbone preset a model is built on, else ``maxlen``. Exports and ``zoo serve`` take inputs
-        up to it; ``encode`` cuts at ``maxlen`` unless given a longer one."""
+        kept from the backbone preset a model is built on, else ``maxlen``. A fact about the weights, not a
+        default: ``encode``, indexes, exports and ``zoo serve`` all cut at ``maxlen``; a ``--maxlen`` up to this
+        stays within the lengths the weights have seen."""
         return max(getattr(self, "_max_input_tokens", None) or 0, self.maxlen)
 
     @max_input_tokens.setter

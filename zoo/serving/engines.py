@@ -51,7 +51,8 @@ class Engine:
     """The common part: ``kind`` (EMBEDDING, CROSS_ENCODER or OTHER), ``dim``, ``head`` (a cross-encoder's
     "softmax" or "cosent", None when unknown), ``thresholds`` and whether it writes ``paraphrases``."""
 
-    kind, dim, head, paraphrases, source, limit, vectors = OTHER, None, None, False, "", None, None
+    kind, dim, head, paraphrases, limit, vectors, version, sha256 = OTHER, None, None, False, None, None, None, None
+    source = ""  # where the model's files are: for the server's own logs, never in an answer
     normalize = True  # an embedding model's vectors are L2-normalised (its HeadSpec's normalize)
 
     setting = staticmethod(python_setting)  # how a message names a server option (the server sets its own)
@@ -63,7 +64,8 @@ class Engine:
         """This model in ``GET /v1/models`` (OpenAI's fields, zoo's under ``zoo``)."""
         return {"id": self.name, "object": "model", "created": 0, "owned_by": "zoo",
                 "zoo": {"kind": self.kind, "dim": self.dim, "head": self.head, "thresholds": self.thresholds,
-                        "paraphrases": self.paraphrases, "source": self.source, "max_input_tokens": self.limit,
+                        "paraphrases": self.paraphrases, "version": self.version, "sha256": self.sha256,
+                        "max_input_tokens": self.limit,
                         "vector_source": self.vectors}}
 
     def need(self, kind, route):
@@ -139,6 +141,8 @@ class ExportedEngine(Engine):
                         "graph_sha256": onnx_graph["sha256"] if onnx_graph else None}
         spec = HeadSpec.from_record(described)  # None for an export of an older zoo: its head is still recorded
         self.source, self.head, self.kind = self.path, spec.head if spec else described.get("head"), OTHER
+        served_file = (manifest.get("files") or {}).get("model.onnx" if onnx_graph else "saved_model.pb") or {}
+        self.sha256 = served_file.get("sha256")  # of the file that computes the answers, as the manifest records
         self.normalize = spec.normalize if spec else True
         self.limit = self.model.limit
         if sig is not None and "tokenize" in self.model.signatures:
@@ -197,8 +201,13 @@ class PresetEngine(Engine):
         elif spec is not None:
             self.kind, self.dim, self.normalize = EMBEDDING, int(self.model.dim), spec.normalize
             self.vectors = self.model.vector_source() if hasattr(self.model, "vector_source") else None
-            self.limit = getattr(self.model, "max_input_tokens", self.limit)  # embeds up to its trained length
             self.paraphrases = isinstance(self.model, SimBERT)
+        try:
+            from ..inference.graphs import preset_weights_sha256
+
+            self.sha256 = preset_weights_sha256(resolve(path))  # a zoo preset's weights (None for other files)
+        except (OSError, ValueError):
+            pass
         if not self.thresholds:
             try:
                 self.thresholds = fitted_thresholds(resolve(path))

@@ -102,7 +102,7 @@ class ModelServer:
         if engine is None:
             raise NotFound(f"Servable not found for request: model {name!r} (this server has {sorted(self.engines)})")
         if not isinstance(engine, ExportedEngine):
-            raise NotFound(f"model {name!r} is served from {engine.source} with Keras; TF Serving's APIs serve "
+            raise NotFound(f"model {name!r} is served with Keras; TF Serving's APIs serve "
                            f"exports (`zoo export`), use /v1/embeddings or /rerank for it")
         return engine.model
 

@@ -231,3 +231,17 @@ class DistillBatches:
             yield step, x, targets.astype("float32")
 
 
+
+
+# moved to modules of their own (streaming pair files; SimBERT, Mirror-BERT and inverse-cloze batches), still
+# importable from here: looked up on first use, as those modules import this one
+_MOVED = {"StreamingPairBatches": "streaming", "streamed_pairs": "streaming", "InverseClozeBatches": "text_batches",
+          "SimBERTBatches": "text_batches", "MirrorBatches": "text_batches"}
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__package__}.{_MOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
