@@ -25,7 +25,7 @@ from ..paths import sha256_of
 from ..tokenizer.wordpiece import Tokenizer
 from .graphs import FP32_GRAPH, PARITY_TOLERANCE, find_graphs, int8_graph
 from .pipeline import embed_texts, predict_sorted
-from .sessions import GraphRunner, engine_of, open_session, require_onnx
+from .sessions import GraphRunner, engine_of, open_session, pad_length, require_onnx
 
 RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8", "openvino-int8")  # what the light runtime runs (auto: lossless)
 
@@ -94,7 +94,10 @@ class OnnxEncoder:
 
     def predict_rows(self, rows, batch_size=64, show_progress_bar=None, unit="row"):
         """The graph's outputs for (token ids, segment ids) rows, in input order (``predict_sorted``)."""
-        return predict_sorted(rows, self._runner, self.tokenizer.pad, batch_size, show_progress_bar, unit)
+        def pad(batch):
+            return self.tokenizer.pad(batch, pad_to=pad_length(self.precision, batch, self.maxlen))
+
+        return predict_sorted(rows, self._runner, pad, batch_size, show_progress_bar, unit)
 
     def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
                truncate_dim=None, long_text="truncate", stride=None, precision=None):

@@ -46,12 +46,12 @@ _warned = set()
 
 
 class Runner:
-    """A callable batch dict -> output array at one precision. ``bucketed``: batches are padded to a multiple of
-    ``zoo.tokenizer.BUCKET`` (XLA compiles one program per shape; ONNX Runtime takes any length as it is).
-    ``submit`` / ``wait``: ``fn``'s where it has them (a ``zoo.inference.sessions.GraphRunner``), else None."""
+    """A callable batch dict -> output array at one precision (its batches padded as
+    ``zoo.inference.sessions.pad_length`` says). ``submit`` / ``wait``: ``fn``'s where it has them (a
+    ``zoo.inference.sessions.GraphRunner``), else None."""
 
-    def __init__(self, fn, precision, bucketed):
-        self.fn, self.precision, self.bucketed = fn, precision, bucketed
+    def __init__(self, fn, precision):
+        self.fn, self.precision = fn, precision
         self.submit, self.wait = getattr(fn, "submit", None), getattr(fn, "wait", None)
 
     def __call__(self, batch):
@@ -99,11 +99,11 @@ def runner(model, precision="auto"):
     precision = resolve_precision(precision, model)
     if precision not in state:
         if precision == "fp32":
-            state[precision] = Runner(model._predict_batch, "fp32", bucketed=True)
+            state[precision] = Runner(model._predict_batch, "fp32")
         elif precision == "bf16":
-            state[precision] = Runner(bfloat16_copy(model).predict_on_batch, "bf16", bucketed=True)
+            state[precision] = Runner(bfloat16_copy(model).predict_on_batch, "bf16")
         else:
-            state[precision] = Runner(onnx_session(model, precision), precision, bucketed=False)
+            state[precision] = Runner(onnx_session(model, precision), precision)
     return state[precision]
 
 

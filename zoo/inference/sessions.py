@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from ..hardware import usable_cpus
+from ..tokenizer.wordpiece import batch_length
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -15,6 +16,18 @@ ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 def engine_of(precision):
     """The runtime that runs a graph precision, as ``vector_source`` records it."""
     return "openvino" if precision == "openvino-int8" else "onnxruntime"
+
+
+def pad_length(precision, batch, maxlen=None):
+    """The length a batch of rows is padded to at ``precision``, or None for its longest row. Keras (fp32, bf16):
+    a multiple of 8 tokens (``zoo.tokenizer.batch_length``), as XLA compiles one program per shape. OpenVINO's
+    single rows too: it prepares its kernels again whenever the input shape changes from one call to the next
+    (about 1 ms a call on 2 cores, one text at a time), so few shapes keep it fast; in batches that cost is shared
+    by 64 rows and the padding would cost more. ONNX Runtime runs any length as it is. Padding does not change a
+    vector (the padding mask; batch independence is tested)."""
+    if precision in ("fp32", "bf16") or (precision == "openvino-int8" and len(batch) == 1):
+        return batch_length(batch, maxlen)
+    return None
 
 
 def require_onnx():

@@ -17,7 +17,6 @@ from ..errors import CheckpointError, ConfigError
 from ..logs import log, warn_deprecated
 from ..paths import VOCAB_FILE
 from ..presets import load_saved, preset_class_name, recorded_max_input_tokens, save_preset
-from ..tokenizer.wordpiece import batch_length
 
 
 class Task(keras.Model):
@@ -183,13 +182,13 @@ class Task(keras.Model):
         onnx-fp32 or int8 (``zoo.inference``)."""
         from ..inference.pipeline import predict_sorted
         from ..inference.precisions import runner
+        from ..inference.sessions import pad_length
 
         self._require_tokenizer()
         predict = runner(self, precision)
 
         def pad(batch):
-            return self.tokenizer.pad(batch, pad_to=batch_length(batch, maxlen or self.maxlen) if predict.bucketed
-                                      else None)
+            return self.tokenizer.pad(batch, pad_to=pad_length(predict.precision, batch, maxlen or self.maxlen))
 
         return predict_sorted(rows, predict, pad, batch_size,
                               show_progress_bar, unit)
