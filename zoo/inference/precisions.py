@@ -20,8 +20,8 @@
   small (``zoo.inference.autotune``). The first time a model's graph is seen on a machine, zoo measures on a probe set --
   the first ``PROBE_PAIRS`` pairs of LCQMC's valid split in zoo's data folder -- and keeps ``onnx-fp32`` when
   its parity holds and ``int8`` when, besides, its Spearman on the probe pairs is at most ``MAX_SPEARMAN_LOSS``
-  below onnx-fp32's, then times Keras fp32 and the kept ONNX paths on a probe workload (batches of 64, then
-  single rows) in interleaved rounds and picks the fastest. The choice, with its numbers, is logged and
+  below onnx-fp32's, then times Keras fp32 and the kept ONNX paths on a probe workload in interleaved rounds
+  and picks the fastest in batches of 64 (bulk work; single rows are timed and reported, not deciding). The choice, with its numbers, is logged and
   recorded in zoo's cache. Without the probe data int8's quality cannot be measured: it is not a candidate.
 
 The ONNX graphs and sessions are ``zoo.inference.graphs``'s, auto's measurement ``zoo.inference.autotune``'s. The bf16 copy and ONNX sessions are built at first use and
