@@ -33,8 +33,8 @@ _share_the_cores()
 
 import pytest  # noqa: E402
 
-from helpers import (longest_first, random_batch, recorded_durations, reference_outputs, save_tiny_preset, state_of, synthetic_vocab, tiny_bert_config,
-                     write_synthetic_task)
+from helpers import (longest_first, random_batch, recorded_durations, reference_outputs, save_tiny_preset,  # noqa: E402
+                     state_of, synthetic_vocab, tiny_bert_config, write_synthetic_task)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # precision="auto" (encode's default) runs the Keras model in the tests, whose expectations are Keras' outputs;
