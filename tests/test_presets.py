@@ -32,6 +32,22 @@ def test_shipped_preset_has_a_model_card_and_float16_weights(name):
     assert record["float16_max_valid_change"] <= 0.05 or record["weights_dtype"] == "float32"
 
 
+def test_classes_list_their_presets_as_keras_hub_does():
+    """``Class.presets``: the shipped presets a class loads by name (its own trained ones and the backbones it builds
+    on), each with what it holds, a description, its parameter count (that of the model it loads), path and
+    metadata; the backbone lists them all."""
+    encoders, simberts, backbones = zoo.SentenceEncoder.presets, zoo.SimBERT.presets, zoo.BertBackbone.presets
+    assert set(backbones) == set(zoo.available_presets()) and len(backbones) >= 4
+    assert encoders["zoo-embed-zh-L4"]["class_name"] == "SentenceEncoder" and "zoo-simbert-zh-L4" not in encoders
+    assert "zoo-simbert-zh-L4" in simberts and "zoo-embed-zh-L4" not in simberts
+    assert {n for n, p in zoo.CrossEncoder.presets.items()} == {n for n, p in backbones.items()
+                                                               if p["class_name"].endswith("Backbone")}
+    for name, preset in backbones.items():
+        assert preset["description"] and os.path.samefile(preset["path"], os.path.join(PRESETS_DIR, name)), name
+        assert preset["metadata"]["description"] == preset["description"]
+    assert encoders["zoo-embed-zh-L4"]["params"] == zoo.SentenceEncoder.from_preset("zoo-embed-zh-L4").count_params()
+
+
 def test_general_encoder_loads_by_name_and_ranks_paraphrases_first():
     encoder = zoo.SentenceEncoder.from_preset(zoo.DEFAULT_ENCODER)
     vectors = encoder.encode(["花呗怎么开通", "如何开通花呗", "今天的天气很好"])

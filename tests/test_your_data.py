@@ -186,7 +186,8 @@ def test_flags_name_the_data_set_and_refuse_what_does_not_go_together(tmp_path):
     assert c.reading("PAWSX")["files"] == {}  # --eval-tasks read their own files
     only_train = BiEncoderConfig(train="mine.csv")
     assert only_train.tasks == ("LCQMC",) and only_train.reading("LCQMC")["files"] == {"train": "mine.csv"}
-    for kwargs, message in [({"valid": "v.csv"}, "--valid and --test go together"),
+    for kwargs, message in [({"valid": "v.csv"}, "give its --train too"),
+                            ({"test": "t.csv", "train": "a.csv"}, "--test without --valid"),
                             ({"valid": "v.csv", "test": "t.csv"}, "give its --train too"),
                             ({"train": "t.csv", "tasks": ("LCQMC", "BQ")}, "one task"),
                             ({"train": "a.csv", "valid": "v.csv", "test": "t.csv", "tasks": ("BQ",)}, "one or the other"),
@@ -194,6 +195,10 @@ def test_flags_name_the_data_set_and_refuse_what_does_not_go_together(tmp_path):
                             ({"tasks": ("MYTASK",)}, "unknown task.*MYTASK.*a folder of yours")]:
         with pytest.raises(ConfigError, match=message):
             BiEncoderConfig(**kwargs)
+    from zoo.jobs.simbert import SimBERTConfig
+
+    with pytest.raises(ConfigError, match="--valid and --test go together in this job"):
+        SimBERTConfig(train="a/mine.train.csv", valid="a/mine.valid.csv")  # its report needs test
     assert EvaluateConfig(model=zoo.DEFAULT_PRESET, valid="v.csv", test="t.csv").tasks == ("v",)
     with pytest.raises(ConfigError, match="trains nothing"):
         EvaluateConfig(model=zoo.DEFAULT_PRESET, train="x.csv")
@@ -296,3 +301,112 @@ def test_pair_dataset_head_keeps_what_reading_found():
                     label_kind="binary")
     head = d.head(1)
     assert (len(head), head.bad_lines, head.format, head.label_kind, head.total) == (1, 3, "csv", "binary", 2)
+
+
+# ------------------------------------------------------------------------------ CLUE's AFQMC files, as a newcomer has them
+AFQMC = [{"sentence1": "花呗怎么开通", "sentence2": "如何开通花呗", "label": "1"},
+         {"sentence1": "借呗怎么还款", "sentence2": "信用卡逾期了怎么办", "label": "0"},
+         {"sentence1": "花呗可以分期吗", "sentence2": "花呗能分期付款吗", "label": "1"}]
+
+
+def test_clue_json_files_read_as_json_lines_or_one_array(tmp_path):
+    """CLUE's train.json / dev.json (JSON lines, labels as the strings "0"/"1") read as pairs; a .json file holding
+    one JSON array reads alike; a bad line or item is named."""
+    lines = write_jsonl(tmp_path / "train.json", [{"id": i, **r} for i, r in enumerate(AFQMC)])
+    (tmp_path / "dev.json").write_text("\ufeff\n " + json.dumps(AFQMC, ensure_ascii=False, indent=1),
+                                       encoding="utf-8")
+    for path in (lines, tmp_path / "dev.json"):
+        d = read_pairs(path, labels="binary")
+        assert (d.texts_a, d.labels.tolist(), d.format) == ([r["sentence1"] for r in AFQMC], [1, 0, 1], "json"), path
+    (tmp_path / "bad.json").write_text(json.dumps([AFQMC[0], ["not", "an", "object"]]), encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.json, item 2: a JSON list, not an object"):
+        read_pairs(tmp_path / "bad.json")
+    (tmp_path / "broken.json").write_text('[{"sentence1": "a",\n "sentence2": }]', encoding="utf-8")
+    with pytest.raises(DataError, match=r"broken\.json, line 2: not JSON"):
+        read_pairs(tmp_path / "broken.json")
+    (tmp_path / "afq.test.json").write_text(json.dumps(AFQMC[0]) + "\nnot json\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"afq\.test\.json, line 2: not JSON"):
+        read_pairs(tmp_path / "afq.test.json")
+
+
+def test_a_data_set_is_named_after_its_folder_or_by_tasks(tmp_path, monkeypatch):
+    """train.json inside afq/ names the data set "afq", also when given from inside the folder; ``--tasks NAME``
+    names it (a name that is no task); a benchmark's name with your files is still refused."""
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    folder = tmp_path / "afq"
+    folder.mkdir()
+    assert data_set_name(folder / "train.json") == "afq" and data_set_name(folder / "afq_dev.json.gz") == "afq"
+    monkeypatch.chdir(folder)
+    assert data_set_name("train.jsonl") == "afq"
+    own = {"train": "train.json", "valid": "dev.json", "test": "test.json"}
+    assert BiEncoderConfig(**own).tasks == ("afq",)
+    assert BiEncoderConfig(**own, tasks=("afqmc",)).tasks == ("afqmc",)
+    with pytest.raises(ConfigError, match="one or the other"):
+        BiEncoderConfig(**own, tasks=("BQ",))
+
+
+def test_results_name_the_command_as_the_user_types_it_again():
+    import os
+
+    from zoo.logs import rerun_command
+
+    main = os.path.join(os.path.dirname(zoo.__file__), "__main__.py")  # python -m zoo
+    assert rerun_command([main, "train", "bi-encoder", "--train", "my pairs.json"]) == \
+        "zoo train bi-encoder --train 'my pairs.json'"
+    assert rerun_command(["/venv/bin/zoo", "evaluate"]) == "zoo evaluate"
+    assert rerun_command(["tasks/lcqmc_cosent.py", "--seed", "42"]) == "python tasks/lcqmc_cosent.py --seed 42"
+
+
+def test_continuing_a_trained_encoder_keeps_its_pooling_unless_told(tiny_setup, tmp_path):  # noqa: F811
+    """``zoo train bi-encoder --checkpoint zoo-embed-zh-L4`` without --pooling continues with the pooling the
+    encoder was trained with (the log says so); a new encoder on a backbone gets cls; an explicit other pooling is
+    still refused."""
+    from zoo.jobs import bi_encoder, dvbert
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    saved = tmp_path / "encoder"
+    zoo.SentenceEncoder.from_preset(tiny_setup / "preset", pooling="mean", maxlen=16).save_to_preset(saved)
+    flags = {"data_dir": str(tiny_setup / "data"), "maxlen": 16}
+    config = BiEncoderConfig(checkpoint=str(saved), output=str(tmp_path / "run"), **flags)
+    checkpoint, _ = bi_encoder.start(config)
+    assert config.pooling == "mean" and bi_encoder.model(config, checkpoint).pooling == "mean"
+    fresh = BiEncoderConfig(checkpoint=str(tiny_setup / "preset"), output=str(tmp_path / "run2"), **flags)
+    assert bi_encoder.model(fresh, bi_encoder.start(fresh)[0]).pooling == "cls"
+    student = dvbert.DvBERTConfig(checkpoint=str(tiny_setup / "preset"), teachers=(str(saved),),
+                                  output=str(tmp_path / "run3"), **flags)
+    dvbert.start(student)
+    assert student.pooling == "mean"  # the student's own default on a backbone
+    told = BiEncoderConfig(checkpoint=str(saved), pooling="cls", output=str(tmp_path / "run4"), **flags)
+    with pytest.raises(ConfigError, match="saved with pooling='mean'; it cannot be loaded with pooling='cls'"):
+        bi_encoder.model(told, bi_encoder.start(told)[0])
+
+
+def test_train_with_valid_alone_and_evaluate_a_test_file_alone(tiny_setup, tmp_path, capsys):  # noqa: F811
+    """A data set of yours without a test split trains (bi-encoder, cross-encoder: valid chooses, the test columns
+    stay empty); ``zoo evaluate`` scores a test file alone (Spearman, Pearson: the threshold-free figures) or a valid
+    file alone (Spearman, threshold, valid accuracy)."""
+    from zoo.cli import main
+    from zoo.jobs.cross_encoder import CrossEncoderConfig
+    from zoo.jobs.evaluate import EvaluateConfig
+
+    files = own_files(tiny_setup, tmp_path / "mine")
+    config = CrossEncoderConfig(train=files["train"], valid=files["valid"])
+    assert config.tasks == ("mine",) and config.kept_splits == ("train", "valid")
+    assert EvaluateConfig(model=zoo.DEFAULT_PRESET, test=files["test"]).present(("valid", "test")) == ("test",)
+    common = ["--checkpoint", str(tiny_setup / "preset"), "--maxlen", "16", "--batch-size", "16", "--no-progress",
+              "--columns", COLUMNS, "--no-jit-compile"]
+    assert main(["train", "bi-encoder", "--train", files["train"], "--valid", files["valid"], *common, "--lr", "2e-3",
+                 "--output", str(tmp_path / "bi")]) == 0
+    results = json.loads((tmp_path / "bi" / "results.json").read_text())
+    assert results["config"]["tasks"] == ["mine"] and "test" not in results["data_files"]
+    assert results["valid_spearman"] > 0 and "threshold" in results and "test_spearman" not in results
+    assert results["command"].startswith("zoo train bi-encoder --train ")
+    scored = {}
+    for split in ("test", "valid"):
+        assert main(["evaluate", "--model", str(tmp_path / "bi"), f"--{split}", files[split], "--columns", COLUMNS,
+                     "--output", str(tmp_path / f"eval_{split}")]) == 0
+        scored[split] = json.loads((tmp_path / f"eval_{split}" / "results.json").read_text())["tasks"]["mine"]
+    assert set(scored["test"]) == {"test_spearman", "test_pearson"}
+    assert set(scored["valid"]) == {"valid_spearman", "threshold", "valid_accuracy"}
+    assert scored["valid"]["valid_spearman"] == pytest.approx(results["valid_spearman"], abs=1e-4)

@@ -114,12 +114,25 @@ Reproduce the scores and this card: `{record['command']}`{f"; then `{record['car
     print(card)
 
 
+def description(args, target):
+    """``--description``, else the one the preset already shipped has (ValueError for a new preset without one)."""
+    if args.description:
+        return args.description
+    if os.path.exists(os.path.join(target, "zoo_config.json")):
+        shipped = zoo.presets.read_preset_config(target).get("metadata", {}).get("description")
+        if shipped:
+            return shipped
+    raise ValueError(f"{args.name}: a new preset needs --description (one line, listed by Class.presets)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", default=None, help="a training run folder (RUN/model, RUN/results.json)")
     p.add_argument("--name", required=True, help="the preset's name in data/presets")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--max-drop", type=float, default=0.05, help="largest valid Spearman change float16 may cause")
+    p.add_argument("--description", default=None, help="one line for Class.presets (default: the description the "
+                   "preset already shipped has)")
     p.add_argument("--weaknesses", default="", help="known weaknesses, for the model card")
     p.add_argument("--command", default=None, help="the training command, for a run without results.json (a run "
                                                    "stopped before its last epoch: its best model so far ships)")
@@ -151,7 +164,8 @@ def main():
     scores, sizes = {}, {}
     for dtype in ("float32", "float16"):
         path = os.path.join(work, dtype)
-        model.save_to_preset(path, metadata={"source_run": os.path.abspath(args.run)}, weights_dtype=dtype)
+        model.save_to_preset(path, metadata={"source_run": os.path.abspath(args.run),
+                                             "description": description(args, target)}, weights_dtype=dtype)
         loaded = cls.from_preset(path)
         sizes[dtype] = folder_size(path)
         scores[dtype] = {t: evaluate_task(loaded, data[t]) for t in TASKS}

@@ -22,7 +22,7 @@ import sys
 from . import __version__
 from .config import add_flags, command_line_error, make_config, parse
 from .errors import TrainingInterrupted, ZooError
-from .logs import log, setup_cli
+from .logs import invoked_as, log, setup_cli
 
 # (command words, module with the config class and run(config), config class name, one-line help)
 COMMANDS = [
@@ -171,7 +171,8 @@ def main(argv=None):
     setup_cli()
     command = the_job.command
     try:
-        result = the_job.run(config)
+        with invoked_as(argv):
+            result = the_job.run(config)
     except TrainingInterrupted as e:
         log.warning("zoo %s: %s", command, e)
         print(f"interrupted at epoch {e.epoch}, step {e.step}; resume with: zoo {shlex.join(argv)}", file=sys.stderr)

@@ -21,6 +21,7 @@ import typing
 
 from .choices import (DISTRIBUTE_MODES, DVBERT_OBJECTIVES, POOLINGS, PRETRAINING_OBJECTIVES,  # noqa: F401 -- kept
                       SCORE_HEADS, check_warmup)  # importable from here through the move to zoo.choices
+from .choices import PAIR_FILE_FORMATS, TASKS
 from .errors import ConfigError
 from .logs import log, show_bars
 from .paths import DEFAULT_PRESET
@@ -217,8 +218,8 @@ class DataOptions:
     """Where a job's pairs come from: benchmarks or task folders of yours (``--tasks``, ``--data-dir``), or files of
     yours (``--train``, ``--valid``, ``--test``) in any format ``zoo.data.pair_files`` reads (docs/your-data.md).
 
-    ``--valid`` and ``--test`` make a data set of yours, named after the files ("mydata" for mydata.valid.csv): it
-    replaces ``--tasks``, and results and reports carry its name. ``--train`` alone replaces the train split of
+    ``--valid`` and ``--test`` make a data set of yours, named after the files ("mydata" for mydata.valid.csv, the
+    folder's name for afq/dev.json) or by ``--tasks NAME`` (a name that is no benchmark): it replaces ``--tasks``, and results and reports carry its name. ``--train`` alone replaces the train split of
     one task (its valid and test still score the model). A job calls ``check_data`` in its ``__post_init__`` and
     reads through ``load_splits(task, config.data_dir, ..., **config.reading(task))``."""
 
@@ -255,18 +256,34 @@ class DataOptions:
             if (self.train or getattr(self, "train_files", ())) and len(self.tasks) != 1:
                 raise ConfigError(f"--train replaces the train split of one task, got --tasks {','.join(self.tasks)}")
             return
-        if not (self.valid and self.test):
-            raise ConfigError("--valid and --test go together: valid chooses the epoch and the threshold, test is "
-                              "reported (the same file for both is allowed, and said so in the results)")
+        if trains and not self.valid:
+            raise ConfigError("--test without --valid: training needs valid pairs of yours, which choose the kept "
+                              "epoch and the threshold (test is only reported)")
+        if trains and not self.test and not self.reports_without_test:
+            raise ConfigError("--valid and --test go together in this job: valid chooses the epoch and the "
+                              "threshold, test is reported (the same file for both is allowed, and said so in the "
+                              "results)")
         if trains and not (self.train or getattr(self, "train_files", ())):
             raise ConfigError("--valid/--test name a data set of yours: give its --train too")
-        name = data_set_name(self.train or self.valid)
+        name = data_set_name(self.train or self.valid or self.test)
         default = next(f.default for f in dataclasses.fields(self) if f.name == "tasks")
-        if tuple(self.tasks) not in (tuple(default), (name,)):
+        if tuple(self.tasks) not in (tuple(default), (name,)) and len(self.tasks) == 1 and self.tasks[0] not in TASKS:
+            name = self.tasks[0]  # --tasks NAME names a data set of yours (NAME is no benchmark)
+        elif tuple(self.tasks) not in (tuple(default), (name,)):
             raise ConfigError(f"--tasks {','.join(self.tasks)} and --valid/--test: give one or the other (to train "
                               f"on your data beside a benchmark, put it in a folder {name}/ under --data-dir and "
                               f"name it in --tasks)")
         self.tasks = (name,)
+
+    # Whether the job trains and reports with --valid alone (bi-encoder, cross-encoder; ``zoo evaluate`` takes
+    # either split alone); the other jobs keep --valid and --test together.
+    reports_without_test = False
+
+    def present(self, splits):
+        """``splits`` less the valid or test split a data set of yours (``--valid`` / ``--test``) does not have."""
+        if not (self.valid or self.test):
+            return tuple(splits)
+        return tuple(s for s in splits if s == "train" or self.split_files.get(s))
 
     @property
     def split_files(self):
@@ -289,11 +306,11 @@ def data_set_name(path):
     import os
     import re
 
-    path = os.path.normpath(os.fspath(path))
+    path = os.path.abspath(os.fspath(path))  # "train.json" given inside afq/ is named "afq"
     base = os.path.basename(path)
     base = base[:-3] if base.endswith(".gz") else base
     stem, ext = os.path.splitext(base)
-    stem = stem if ext.lower() in (".data", ".tsv", ".txt", ".csv", ".jsonl", ".parquet") else base
+    stem = stem if ext.lower() in PAIR_FILE_FORMATS else base
     stem = re.sub(r"[._-]?(train|valid|dev|test)$", "", stem, flags=re.IGNORECASE)
     return stem or os.path.basename(os.path.dirname(path)) or "data"
 
@@ -345,7 +362,7 @@ class StreamOptions:
     @property
     def kept_splits(self):
         """The splits to load into memory: train too unless it is streamed."""
-        return ("valid", "test") if self.streamed else ("train", "valid", "test")
+        return self.present(("valid", "test") if self.streamed else ("train", "valid", "test"))
 
 
 def output_option(default):

@@ -173,15 +173,29 @@ def pair_scores(model, dataset, batch_size=128):
 def evaluate_task(model, data, batch_size=128, valid_scores=None):
     """{valid,test}_spearman, test_pearson (x100) of ``model`` on {"valid": PairDataset, "test": ...}; for 0/1
     labels also threshold, valid_accuracy, test_accuracy and test_accuracy_ci95 (x100). ``valid_scores``: the
-    model's valid scores when already computed (the training engine keeps those of the best epoch)."""
-    scores = {"valid": pair_scores(model, data["valid"], batch_size) if valid_scores is None else valid_scores,
-              "test": pair_scores(model, data["test"], batch_size)}
-    out = {"valid_spearman": 100 * spearman(scores["valid"], data["valid"].labels),
-           "test_spearman": 100 * spearman(scores["test"], data["test"].labels),
-           "test_pearson": 100 * pearson(scores["test"], data["test"].labels)}
-    if all(np.isin(data[s].labels, (0, 1)).all() for s in ("valid", "test")):
-        out.update(percent(threshold_accuracy(scores["valid"], data["valid"].labels, scores["test"],
-                                              data["test"].labels)))
+    model's valid scores when already computed (the training engine keeps those of the best epoch). A data set of
+    yours may lack one split: valid alone gives its Spearman and the threshold with its valid accuracy; test alone
+    the threshold-free figures (Spearman, Pearson)."""
+    scores = {}
+    if "valid" in data:
+        scores["valid"] = pair_scores(model, data["valid"], batch_size) if valid_scores is None else valid_scores
+    if "test" in data:
+        scores["test"] = pair_scores(model, data["test"], batch_size)
+    if not scores:
+        raise ValueError("evaluate_task: no valid or test split to score")
+    out = {}
+    if "valid" in scores:
+        out["valid_spearman"] = 100 * spearman(scores["valid"], data["valid"].labels)
+    if "test" in scores:
+        out.update(test_spearman=100 * spearman(scores["test"], data["test"].labels),
+                   test_pearson=100 * pearson(scores["test"], data["test"].labels))
+    if "valid" in scores and all(np.isin(data[s].labels, (0, 1)).all() for s in scores):
+        if "test" in scores:
+            out.update(percent(threshold_accuracy(scores["valid"], data["valid"].labels, scores["test"],
+                                                  data["test"].labels)))
+        else:
+            threshold, valid_accuracy = best_threshold(scores["valid"], data["valid"].labels)
+            out.update(threshold=threshold, valid_accuracy=100 * valid_accuracy)
     return out
 
 

@@ -172,3 +172,38 @@ def _quietly(exec_module, module):
             import tensorflow as tf
 
             tf.config.list_physical_devices()
+
+
+# ---------------------------------------------------------------------------------- the command line, for results
+_INVOKED = []  # the argv of the zoo command ``zoo.cli.main`` runs (``invoked_as``): the command of its results
+
+
+@contextlib.contextmanager
+def invoked_as(argv):
+    """Within: results name ``argv`` as their command (``zoo.cli.main(["train", ...])`` run from Python)."""
+    _INVOKED.append(list(argv))
+    try:
+        yield
+    finally:
+        _INVOKED.pop()
+
+
+def rerun_command(argv=None):
+    """The command line as the user can type it again: ``zoo train ...`` for the ``zoo`` command, for ``python -m
+    zoo`` and for ``zoo.cli.main`` called from Python, ``python tasks/x.py ...`` for a script (its path as given);
+    arguments with spaces quoted."""
+    import shlex
+
+    if argv is None and _INVOKED:
+        return shlex.join(["zoo", *_INVOKED[-1]])
+    argv = list(sys.argv if argv is None else argv)
+    program = argv[0]
+    if os.path.basename(program) in ("zoo", "__main__.py") and \
+            (os.path.basename(program) == "zoo" or os.path.basename(os.path.dirname(program)) == "zoo"):
+        head = ["zoo"]
+    elif program.endswith(".py"):
+        head = ["python", os.path.relpath(program) if os.path.isabs(program) and
+                os.path.abspath(program).startswith(os.getcwd() + os.sep) else program]
+    else:
+        head = [os.path.basename(program)]
+    return " ".join(head + [shlex.quote(a) for a in argv[1:]])

@@ -18,8 +18,10 @@ from .logs import log
 from .paths import (
     PRESET_CONFIG,
     PRESET_WEIGHTS,
+    PRESETS_DIR,
     VOCAB_FILE,
     atomic_dir,
+    available_presets,
     check_manifest,
     file_manifest,
     read_json_file,
@@ -126,6 +128,57 @@ def preset_class_name(path):
     if not os.path.isdir(folder) or not os.path.exists(os.path.join(folder, PRESET_CONFIG)):
         return None
     return read_preset_config(folder)["model"].get("class_name")
+
+
+def saved_setting(path, key):
+    """A setting stored with the task model a preset folder or ``.keras`` file holds (e.g. "pooling"); None for
+    checkpoints of other frameworks, backbone presets, or a setting the model does not store."""
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(path) as z:
+                return json.loads(z.read("config.json")).get("config", {}).get(key)
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as e:
+            raise CheckpointError(f"{path}: not a readable .keras file ({e})") from None
+    folder = resolve(path)
+    if not os.path.isdir(folder) or not os.path.exists(os.path.join(folder, PRESET_CONFIG)):
+        return None
+    return read_preset_config(folder)["model"].get("config", {}).get(key)
+
+
+class classproperty:  # noqa: N801 -- spelt as keras-hub's, which Keras users know
+    """A read-only property of a class (``zoo.SentenceEncoder.presets``, as keras-hub's ``Class.presets``)."""
+
+    def __init__(self, getter):
+        self.getter = getter
+        self.__doc__ = getter.__doc__
+
+    def __get__(self, instance, owner):
+        return self.getter(owner)
+
+
+def preset_catalogue(keep=None):
+    """{name: description} of the presets shipped with zoo, as keras-hub's ``Class.presets``: ``class_name`` (what
+    the preset holds), ``description``, ``params`` (numbers stored in its weights), ``path`` and its ``metadata``.
+    ``keep(class_name)``: which to list (None: every preset)."""
+    import h5py
+
+    catalogue = {}
+    for name in available_presets():
+        folder = os.path.join(PRESETS_DIR, name)
+        config = read_preset_config(folder)
+        class_name = config["model"].get("class_name")
+        if keep is not None and not keep(class_name):
+            continue
+        with h5py.File(os.path.join(folder, PRESET_WEIGHTS), "r") as weights:
+            sizes = []
+            weights.visititems(lambda _, item: sizes.append(item.size) if isinstance(item, h5py.Dataset) else None)
+        metadata = config.get("metadata", {})
+        catalogue[name] = {"class_name": class_name, "description": metadata.get("description", ""),
+                           "params": int(sum(sizes)), "path": folder, "metadata": metadata}
+    return catalogue
 
 
 def recorded_max_input_tokens(path):

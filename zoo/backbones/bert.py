@@ -15,6 +15,7 @@ from keras_hub.layers import PositionEmbedding, ReversibleEmbedding, Transformer
 
 from ..checkpoints import assign_weights, checkpoint_source
 from ..errors import CheckpointError
+from ..presets import classproperty
 from .rotary import RotaryTransformerEncoder
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
@@ -279,6 +280,14 @@ class BertBackbone(keras.Model):
 
         return save_preset(self, tokenizer or getattr(self, "tokenizer", None), directory, metadata=metadata,
                            weights_dtype=weights_dtype)
+
+    @classproperty
+    def presets(cls):
+        """The shipped presets (every one holds a BERT backbone: a task preset gives its own), each with its
+        ``class_name``, description, parameters, path and metadata, as keras-hub's ``Class.presets``."""
+        from ..presets import preset_catalogue
+
+        return preset_catalogue()
 
     @classmethod
     def from_preset(cls, path, with_mlm=False, pooler_activation=None, keep_tokens=None,

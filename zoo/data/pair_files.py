@@ -3,7 +3,7 @@
 **Formats**, by extension (each may end in ``.gz``, Parquet excepted): ``.data`` / ``.tsv`` / ``.txt``: TAB-separated,
 a header line optional (detected: a first line naming known columns); ``.csv``: comma-separated with a header line,
 quoted fields holding commas, quotes and newlines (Python's ``csv``); ``.jsonl``: one JSON object per line;
-``.parquet``: a table (``pip install 'zoo[parquet]'``). A path that is a folder reads its files in name order
+``.json``: the same JSON lines (CLUE's train.json / dev.json), or one JSON array of objects; ``.parquet``: a table (``pip install 'zoo[parquet]'``). A path that is a folder reads its files in name order
 (shards).
 
 **Columns** are roles: ``text_a``, ``text_b``, ``label`` for pairs, ``anchor``, ``positive``, ``negative`` for triplets.
@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..choices import PAIR_FILE_FORMATS
 from ..errors import DataError, MissingFileError, require
 
-FORMATS = {".data": "tsv", ".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
+FORMATS = PAIR_FILE_FORMATS
 PAIR_ROLES = ("text_a", "text_b", "label")
 TRIPLET_ROLES = ("anchor", "positive", "negative")
 COLUMN_NAMES = {  # role -> the column names recognised without ``columns`` (lower case)
@@ -115,7 +116,7 @@ def open_binary(path):
 
 
 def file_format(path):
-    """tsv, csv, jsonl or parquet, by the extension of ``path`` (a trailing .gz aside); DataError for another."""
+    """tsv, csv, jsonl, json or parquet, by the extension of ``path`` (a trailing .gz aside); DataError for another."""
     name = os.fspath(path).lower()
     name = name[:-3] if name.endswith(".gz") else name
     ext = os.path.splitext(name)[1]
@@ -184,8 +185,33 @@ def _records(path, fmt):
                 number += 1
                 yield f"row {number}", row
         return
+    if fmt == "json" and _json_array(path):
+        yield from _array_records(path)
+        return
     with open_binary(path) as raw:
-        yield from _text_records(path, raw, fmt)
+        yield from _text_records(path, raw, "jsonl" if fmt == "json" else fmt)
+
+
+def _json_array(path):
+    """Whether a .json file holds one JSON array (its first character past a BOM and blanks is ``[``); else it is
+    read as JSON lines."""
+    with open_binary(path) as raw:
+        head = raw.read(4096)
+    return head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n").startswith("[")
+
+
+def _array_records(path):
+    """("item N", record) of a .json file holding one array of objects (1-based; an item that is not an object is
+    a problem, a file that is not JSON a DataError naming where)."""
+    try:
+        with open_binary(path) as raw:
+            items = json.loads(raw.read().decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}, line {e.lineno}: not JSON ({e.msg} at column {e.colno})") from None
+    for number, item in enumerate(items, start=1):
+        yield f"item {number}", item if isinstance(item, dict) else f"a JSON {type(item).__name__}, not an object"
 
 
 def _decoded(path, raw):

@@ -12,12 +12,12 @@ import os
 
 import numpy as np
 
+from ..choices import TASKS
 from ..errors import ConfigError, DataError, MissingFileError
 from ..logs import log
 from ..paths import DATA_DIR
 from .pair_files import FORMATS, open_binary, read_pairs
 
-TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")
 SPLITS = ("train", "valid", "test")
 SPLIT_NAMES = {"train": ("train",), "valid": ("valid", "dev"), "test": ("test",)}
 SENTENCE_SEPARATORS = "\n。！？!?；;，, "

@@ -19,6 +19,7 @@ from ..data.augment import WORD_ORDER, word_order_pairs
 from ..data.corpus import read_corpus
 from ..data.tasks import load_splits
 from ..errors import ConfigError
+from ..paths import DEFAULT_PRESET
 from . import common
 from .common import check_checkpoint, check_tasks, streamed_files
 
@@ -29,10 +30,13 @@ OBJECTIVES = ("cosent", "sbert", "cosine_mse")
 class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
     """Train a bi-encoder (SentenceEncoder) on sentence pairs."""
 
+    reports_without_test = True  # --valid alone: the test columns stay empty
+
     tasks: tuple = option(("LCQMC",), "a task (LCQMC, ATEC, BQ, PAWSX, STS-B), or several: one model on their "
                                       "union, kept by the mean valid Spearman", aliases=("--task",))
     objective: str = option("cosent", "training loss", flag="--loss", choices=OBJECTIVES)
-    pooling: str = option("cls", "sentence vector", choices=POOLINGS)
+    pooling: str | None = option(None, "sentence vector (default: the pooling of the SentenceEncoder --checkpoint "
+                                       "holds, else cls)", choices=POOLINGS)
     warmup: float | None = option(None, "linear warm-up over this share of the steps, then linear decay to 0 "
                                         "(default: constant lr)")
     eval_batch_size: int = option(128, "texts per model call when evaluating")
@@ -70,7 +74,7 @@ class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
             check_tasks(self.eval_tasks, "--eval-tasks", self)
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--loss must be one of {OBJECTIVES}, got {self.objective!r}")
-        if self.pooling not in POOLINGS:
+        if self.pooling is not None and self.pooling not in POOLINGS:
             raise ConfigError(f"--pooling must be one of {POOLINGS}, got {self.pooling!r}")
         if self.batching not in ("task", "mixed"):
             raise ConfigError(f"--batching must be 'task' or 'mixed', got {self.batching!r}")
@@ -108,7 +112,9 @@ STEPS = ("start", "data", "model", "batches", "trainer", "evaluator", "train", "
 
 
 def start(config):
-    """The distribution (``--distribute``), the seed, the run folder -> (checkpoint, output)."""
+    """The pooling (``--pooling``, or the checkpoint's own), the distribution (``--distribute``), the seed, the run
+    folder -> (checkpoint, output)."""
+    common.resolve_pooling(config, config.checkpoint or DEFAULT_PRESET, "cls")
     return common.start(config, f"{config.task}_{config.objective}_{config.pooling}")
 
 
@@ -279,7 +285,7 @@ def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):
     summary = table(["task", "objective", "pooling", "checkpoint", "epochs", "best epoch", "valid Spearman",
                      "test Spearman", "test accuracy [95% CI]"],
                     [(config.task, config.objective, config.pooling, checkpoint, config.epochs, run.best_epoch,
-                      results["valid_spearman"], results["test_spearman"],
+                      results["valid_spearman"], results.get("test_spearman"),
                       None if "tasks" in results else accuracy_cell(results))])
     markdown = summary + "\n\n" + history_table(run.history, "valid_spearman", run.best_epoch)
     if "tasks" in results:

@@ -21,7 +21,7 @@ def check_tasks(tasks, flag="--tasks", config=None):
     except ValueError as e:
         raise ConfigError(str(e)) from None
     data_dir = getattr(config, "data_dir", None)
-    own = (config.tasks[0],) if getattr(config, "valid", None) else ()
+    own = (config.tasks[0],) if getattr(config, "valid", None) or getattr(config, "test", None) else ()
     unknown = [t for t in tasks if not (t in own or is_task(t, data_dir))]
     if unknown or not tasks:
         raise ConfigError(f"{flag}: unknown task(s) {unknown or list(tasks)}; known: {', '.join(TASKS)}, or a folder "
@@ -55,6 +55,22 @@ def setup_distribution(config):
                  batch_size=config.batch_size)
     config.jit_compile = dist.jit_compile(config.jit_compile)
     return dist
+
+
+def resolve_pooling(config, checkpoint, default):
+    """``--pooling`` when given, else the pooling of the SentenceEncoder ``checkpoint`` holds (a zoo preset, run
+    folder, ``.keras`` file or sentence-transformers folder: continuing a trained encoder keeps its sentence vector;
+    the log says so), else ``default`` (a new encoder on a backbone)."""
+    from ..checkpoints.sentence_transformers import is_sentence_transformers_folder, read_folder
+    from ..presets import saved_setting
+
+    if config.pooling is None:
+        saved = read_folder(checkpoint).pooling if is_sentence_transformers_folder(checkpoint) else \
+            saved_setting(checkpoint, "pooling")
+        config.pooling = saved or default
+        log.info("pooling %s: %s", config.pooling, f"the one {checkpoint} was trained with" if saved else
+                 "the default for a new encoder (--pooling to choose)")
+    return config.pooling
 
 
 def start(config, default_output):

@@ -19,6 +19,8 @@ from .common import check_checkpoint, check_tasks, streamed_files
 class CrossEncoderConfig(TrainOptions, DataOptions, StreamOptions):
     """Train a cross-encoder (interaction-based matcher) on sentence pairs."""
 
+    reports_without_test = True  # --valid alone: the test columns stay empty
+
     tasks: tuple = option(("LCQMC",), "the task to train on (one)", aliases=("--task",))
     head: str = option("softmax", "softmax: P(similar), cross-entropy; cosent: a raw score, CoSENT ranking loss",
                        choices=HEADS)
@@ -154,6 +156,6 @@ def report(config, checkpoint, output, run, data, scores, t0, batches=None):
                       "test Spearman"],
                      [(config.task, config.head, scores.get("valid_accuracy"),
                        f"{scores['threshold']:.4f}" if binary else None, accuracy_cell(scores) if binary else None,
-                       scores["valid_spearman"], scores["test_spearman"])])
+                       scores["valid_spearman"], scores.get("test_spearman"))])
     return write_results(output, results, markdown + "\n\n" + history_table(
         run.history, "valid_accuracy" if binary else "valid_spearman", run.best_epoch))

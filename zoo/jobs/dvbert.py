@@ -21,6 +21,7 @@ from ..choices import POOLINGS, check_warmup
 from ..config import DataOptions, TrainOptions, option, output_option
 from ..data.tasks import load_splits
 from ..errors import ConfigError
+from ..paths import DEFAULT_PRESET
 from . import common
 from .common import check_checkpoint, check_tasks
 
@@ -35,7 +36,8 @@ class DvBERTConfig(TrainOptions, DataOptions):
     objective: str = option("sbert", "student loss: the paper's softmax head, CoSENT ranked by the annealed "
                                      "targets, or that CoSENT with each pair weighted by its target gap",
                             choices=OBJECTIVES)
-    pooling: str = option("mean", "the student's sentence vector", choices=POOLINGS)
+    pooling: str | None = option(None, "the student's sentence vector (default: the pooling of the SentenceEncoder "
+                                       "--checkpoint holds, else mean)", choices=POOLINGS)
     epochs: int = option(4, "passes over the training data")
     batch_size: int = option(16, "pairs per step")
     lr: float = option(2e-5, "peak learning rate")
@@ -68,7 +70,9 @@ STEPS = ("start", "data", "teachers", "model", "trainer", "evaluator", "train", 
 
 
 def start(config):
-    """The distribution (``--distribute``), the seed, the run folder -> (checkpoint, output)."""
+    """The student's pooling (``--pooling``, or the checkpoint's own), the distribution (``--distribute``), the
+    seed, the run folder -> (checkpoint, output)."""
+    common.resolve_pooling(config, config.checkpoint or DEFAULT_PRESET, "mean")
     return common.start(config, f"{config.task}_dvbert")
 
 

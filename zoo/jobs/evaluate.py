@@ -47,7 +47,7 @@ def run(config: EvaluateConfig):
     model = from_preset(config.model, pooling=config.pooling, maxlen=config.maxlen)
     per_task, files = {}, {}
     for task in config.tasks:
-        data = load_splits(task, config.data_dir, splits=("valid", "test"), limit_eval=config.limit_eval,
+        data = load_splits(task, config.data_dir, splits=config.present(("valid", "test")), limit_eval=config.limit_eval,
                            **config.reading(task))
         per_task[task] = evaluate_task(model, data, config.batch_size)
         files.update({f"{task}.{s}": f for s, f in data_files(data).items()})

@@ -14,6 +14,7 @@ from ..data.tasks import available_tasks, load_splits, read_lines, sample_texts,
 from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
+from . import common
 from .common import check_checkpoint, check_tasks, setup_distribution
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
@@ -27,7 +28,8 @@ class MirrorBertConfig(TrainOptions, DataOptions):
                                       "their train texts are the default sentences)")
     sentences: str | None = option(None, "a text file, one sentence per line (default: 10,000 random train-split "
                                          "texts of --tasks, or of --train)")
-    pooling: str = option("mean", "sentence vector", choices=POOLINGS)
+    pooling: str | None = option(None, "sentence vector (default: the pooling of the SentenceEncoder --checkpoint "
+                                       "holds, else mean)", choices=POOLINGS)
     k: int = option(5, "characters of the span to mask; 0 = SimCSE (dropout only)")
     min_chars: int = option(6, "leave shorter strings unmasked (the original: 30)")
     temperature: float = option(0.04, "InfoNCE temperature")
@@ -65,9 +67,12 @@ STEPS = ("start", "data", "model", "batches", "trainer", "evaluation_sets", "zer
 
 
 def start(config):
-    """The distribution (``--distribute``) -> the checkpoint to start from."""
+    """The pooling (``--pooling``, or the checkpoint's own), the distribution (``--distribute``) -> the checkpoint
+    to start from."""
+    checkpoint = config.checkpoint or DEFAULT_PRESET
+    common.resolve_pooling(config, checkpoint, "mean")
     setup_distribution(config)
-    return config.checkpoint or DEFAULT_PRESET
+    return checkpoint
 
 
 def data(config):

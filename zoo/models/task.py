@@ -16,7 +16,7 @@ from ..backbones.bert import backbone_inputs
 from ..errors import CheckpointError, ConfigError
 from ..logs import log, warn_deprecated
 from ..paths import VOCAB_FILE
-from ..presets import load_saved, preset_class_name, recorded_max_input_tokens, save_preset
+from ..presets import classproperty, load_saved, preset_catalogue, preset_class_name, recorded_max_input_tokens, save_preset
 
 
 class Task(keras.Model):
@@ -26,6 +26,13 @@ class Task(keras.Model):
     loadable_overrides = ("maxlen",)
 
     # ------------------------------------------------------------------ loading and saving
+    @classproperty
+    def presets(cls):
+        """The shipped presets ``from_preset`` takes by name: those holding a trained ``cls``, and the backbones a
+        new one is built on (``class_name`` says which), each with its description, parameters, path and
+        metadata, as keras-hub's ``Class.presets``."""
+        return preset_catalogue(lambda held: held == cls.__name__ or held.endswith("Backbone"))
+
     @classmethod
     def from_preset(cls, path, **kwargs):
         """Load or build a ``cls`` from ``path``, whatever its form.

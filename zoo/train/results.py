@@ -9,7 +9,7 @@ import sys
 import time
 
 from .. import distribute
-from ..logs import log
+from ..logs import log, rerun_command
 from ..paths import RESULTS_JSON, RESULTS_MD, sha256_of, write_json_atomic, write_text_atomic
 
 
@@ -74,8 +74,8 @@ def accuracy_cell(metrics):
 def task_table(per_task, trained=()):
     """One row per task: valid and test Spearman, test accuracy [95% CI] (``per_task``: ``evaluate_task``'s dicts;
     tasks not in ``trained`` are marked as such)."""
-    rows = [(t if not trained or t in trained else f"{t} (not trained on)", r["valid_spearman"],
-             r["test_spearman"], accuracy_cell(r)) for t, r in per_task.items()]
+    rows = [(t if not trained or t in trained else f"{t} (not trained on)", r.get("valid_spearman"),
+             r.get("test_spearman"), accuracy_cell(r)) for t, r in per_task.items()]
     return table(["task", "valid Spearman", "test Spearman", "test accuracy [95% CI]"], rows)
 
 
@@ -98,7 +98,7 @@ def history_table(history, metric, best_epoch=None):
 def write_results(output, results, markdown):
     """Write ``output/results.json`` (the command line and package versions first) and ``output/results.md``,
     log the markdown, and return the full results dict. Under distribution only process 0 writes."""
-    results = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]), "versions": versions(),
+    results = {"command": rerun_command(), "versions": versions(),
                "machine": machine(), **results}
     markdown = markdown.rstrip() + f"\n\ncommand: `{results['command']}`"
     if "seconds" in results:
