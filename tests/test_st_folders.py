@@ -292,3 +292,38 @@ def test_an_unnormalised_folder_exports_and_serves_the_vectors_encode_gives(st_f
     engine = PresetEngine("raw", folder)
     vectors, _ = asyncio.run(engine.embed(TEXTS, "truncate"))
     np.testing.assert_allclose(vectors, raw, atol=1e-5)
+
+
+@pytest.mark.parametrize("function", ["dot", "euclidean", "manhattan"])
+def test_sentence_transformers_names_similarity_dimension_and_length(st_folders, tmp_path, function):
+    """config_sentence_transformers.json's similarity_fn_name is the encoder's: ``similarity`` and
+    ``similarity_pairwise`` score by it (dot of the vectors as encoded, minus the L2 or L1 distance), it is saved
+    with the model, and an index refuses what is not a cosine by name; get_sentence_embedding_dimension() and
+    max_seq_length are dim and maxlen."""
+    from zoo.errors import ConfigError
+    from zoo.retrieval import SemanticIndex
+
+    folder = tmp_path / function
+    shutil.copytree(st_folders["mean"][0], folder)  # unnormalised: dot is no cosine here
+    path = folder / "config_sentence_transformers.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "similarity_fn_name": function}))
+    encoder = zoo.SentenceEncoder.from_preset(folder)
+    assert encoder.similarity_fn_name == function and encoder.get_sentence_embedding_dimension() == encoder.dim
+    a, b = TEXTS[:3], TEXTS[3:7]
+    ea, eb = encoder.encode(a), encoder.encode(b)
+    assert not np.allclose(np.linalg.norm(ea, axis=1), 1.0)
+    want = {"dot": ea @ eb.T, "euclidean": -np.sqrt(((ea[:, None] - eb[None]) ** 2).sum(-1)),
+            "manhattan": -np.abs(ea[:, None] - eb[None]).sum(-1)}[function]
+    np.testing.assert_allclose(encoder.similarity(a, b), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(encoder.similarity_pairwise(a, b[:3]), np.diag(want[:, :3]), rtol=1e-5, atol=1e-5)
+    encoder.save_to_preset(tmp_path / "saved")
+    assert zoo.SentenceEncoder.from_preset(tmp_path / "saved").similarity_fn_name == function
+    with pytest.raises(ConfigError, match=f"scores by '{function}'"):
+        SemanticIndex(encoder)
+    with pytest.raises(ValueError, match="similarity_fn_name must be one of"):
+        encoder.similarity_fn_name = "jaccard"
+    encoder.similarity_fn_name = "cosine"
+    np.testing.assert_allclose(encoder.similarity(a, b), (ea / np.linalg.norm(ea, axis=1, keepdims=True))
+                               @ (eb / np.linalg.norm(eb, axis=1, keepdims=True)).T, rtol=1e-5, atol=1e-5)
+    encoder.max_seq_length = 8
+    assert encoder.maxlen == 8 and encoder.max_seq_length == 8

@@ -12,6 +12,24 @@ def normalize_rows(x, eps=1e-12):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), eps)
 
 
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")  # sentence-transformers' similarity_fn_name
+
+
+def similarity(a, b, function="cosine", pairwise=False):
+    """Scores between embeddings ``a`` [n, d] and ``b`` [m, d] (a matrix [n, m], or with ``pairwise`` the [n] scores
+    of a[i] with b[i]), as sentence-transformers' ``similarity_fn_name``: cosine, dot, euclidean (minus the L2
+    distance) or manhattan (minus the L1 distance): higher is more similar for all four."""
+    a, b = np.atleast_2d(np.asarray(a, "float32")), np.atleast_2d(np.asarray(b, "float32"))
+    if function == "cosine":
+        a, b = normalize_rows(a), normalize_rows(b)
+    if function in ("cosine", "dot"):
+        return np.sum(a * b, axis=-1) if pairwise else a @ b.T
+    if function not in SIMILARITY_FUNCTIONS:
+        raise ValueError(f"similarity function must be one of {SIMILARITY_FUNCTIONS}, got {function!r}")
+    difference = a - b if pairwise else a[:, None, :] - b[None, :, :]
+    return -(np.linalg.norm(difference, axis=-1) if function == "euclidean" else np.abs(difference).sum(-1))
+
+
 EMBEDDING_DTYPES = ("float32", "float16", "int8", "binary")
 
 

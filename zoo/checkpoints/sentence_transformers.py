@@ -54,6 +54,7 @@ class SentenceTransformersFolder:
     do_lower_case: bool | None = None
     query_prefix: str = ""
     embedding_dimension: int | None = None
+    similarity_fn_name: str = "cosine"
 
     def summary(self):
         """One line: pooling, Dense layers, normalisation and length."""
@@ -134,7 +135,7 @@ def read_folder(path):
             result.dense_weights.append(weights)
         else:
             _check_io_names(module_path, "Normalize")
-    _read_prompts(folder, result, include_prompt)
+    _read_model_config(folder, result, include_prompt)
     return result
 
 
@@ -222,10 +223,11 @@ def _max_seq_length(transformer, st_config):
     return int(min(value, positions)) if positions else int(value)
 
 
-def _read_prompts(folder, result, include_prompt):
-    """The "query" prompt of config_sentence_transformers.json as the encoder's ``query_prefix``; a warning for
-    what zoo does not apply (a default prompt, prompts kept out of the pooling)."""
+def _read_model_config(folder, result, include_prompt):
+    """config_sentence_transformers.json: its similarity function, and its "query" prompt as the encoder's
+    ``query_prefix``; a warning for what zoo does not apply (a default prompt, prompts kept out of the pooling)."""
     config = _read_optional(os.path.join(folder, ST_MODEL_CONFIG))
+    result.similarity_fn_name = config.get("similarity_fn_name") or "cosine"
     prompts = config.get("prompts") or {}
     default = config.get("default_prompt_name")
     if default and prompts.get(default):

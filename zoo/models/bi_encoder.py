@@ -13,7 +13,7 @@ from ..logs import log
 from ..losses import pair_cosine
 from ..pooling import Pooling, pooling_modes
 from ..tokenizer.wordpiece import Tokenizer, chunk_pieces  # noqa: F401  (chunk_pieces: also imported from here)
-from ..vectors import normalize_rows
+from ..vectors import SIMILARITY_FUNCTIONS, similarity
 from .task import Task
 
 
@@ -34,12 +34,14 @@ class SentenceEncoder(Task):
     ``dense``: Dense layers after the pooling, one dict each (``units``, ``activation``: a Keras name, default
     linear, ``use_bias``: default True), as sentence-transformers' Dense modules. ``normalize``: whether
     ``encode`` L2-normalises by default (False for a sentence-transformers folder without a Normalize module).
-    A sentence-transformers folder (``modules.json``) loads with its pooling, Dense layers, normalisation and
-    max_seq_length (``from_preset``).
+    ``similarity_fn_name``: what ``similarity`` and ``similarity_pairwise`` compute, as in sentence-transformers:
+    "cosine" (default), "dot", "euclidean" or "manhattan" (minus the distance); saved with the model.
+    A sentence-transformers folder (``modules.json``) loads with its pooling, Dense layers, normalisation,
+    max_seq_length and similarity function (``from_preset``).
     """
 
     def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, query_prefix="", dense=None,
-                 normalize=True, **kwargs):
+                 normalize=True, similarity_fn_name="cosine", **kwargs):
         modes = pooling_modes(pooling)
         if "first-last-avg" in modes and not backbone.output_hidden_states:
             raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
@@ -61,6 +63,31 @@ class SentenceEncoder(Task):
         self.query_prefix = query_prefix
         self.dense = dense
         self.normalize = bool(normalize)
+        self.similarity_fn_name = similarity_fn_name
+
+    @property
+    def similarity_fn_name(self):
+        """cosine, dot, euclidean or manhattan: the score of ``similarity`` (sentence-transformers' name)."""
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, name):
+        if name not in SIMILARITY_FUNCTIONS:
+            raise ValueError(f"similarity_fn_name must be one of {SIMILARITY_FUNCTIONS}, got {name!r}")
+        self._similarity_fn_name = name
+
+    @property
+    def max_seq_length(self):
+        """sentence-transformers' name for ``maxlen``: tokens per text, longer texts are cut (settable)."""
+        return self.maxlen
+
+    @max_seq_length.setter
+    def max_seq_length(self, value):
+        self.maxlen = int(value)
+
+    def get_sentence_embedding_dimension(self):
+        """sentence-transformers' name for ``dim``: the width of the vectors ``encode`` gives."""
+        return self.dim
 
     @staticmethod
     def _dense_spec(spec):
@@ -112,7 +139,8 @@ class SentenceEncoder(Task):
                         folder.maxlen, max_positions, max_positions)
             folder.maxlen = max_positions
         encoder = cls(backbone, tokenizer, pooling=pooling, maxlen=maxlen or folder.maxlen or max_positions,
-                      query_prefix=folder.query_prefix, dense=folder.dense, normalize=folder.normalize)
+                      query_prefix=folder.query_prefix, dense=folder.dense, normalize=folder.normalize,
+                      similarity_fn_name=folder.similarity_fn_name)
         for i, weights in enumerate(folder.dense_weights):
             encoder.get_layer(f"sentence_dense_{i}").set_weights(weights)
         encoder.check_vocabulary(folder.transformer)
@@ -122,7 +150,7 @@ class SentenceEncoder(Task):
 
     def get_config(self):
         return self._config(pooling=self.pooling, maxlen=self.maxlen, query_prefix=self.query_prefix,
-                            dense=self.dense, normalize=self.normalize)
+                            dense=self.dense, normalize=self.normalize, similarity_fn_name=self.similarity_fn_name)
 
     @property
     def dim(self):
@@ -179,25 +207,26 @@ class SentenceEncoder(Task):
         return self.encode(texts, **kwargs)
 
     def similarity(self, a, b, batch_size=64):
-        """Cosine matrix [len(a), len(b)] between two lists of texts (or of embeddings)."""
-        ea = self._as_embeddings(a, batch_size)
-        eb = self._as_embeddings(b, batch_size)
-        return ea @ eb.T
+        """Scores [len(a), len(b)] between two lists of texts (or of embeddings) by ``similarity_fn_name``
+        (default cosine)."""
+        return similarity(self._as_embeddings(a, batch_size), self._as_embeddings(b, batch_size),
+                          self.similarity_fn_name)
 
     def similarity_pairwise(self, a, b, batch_size=64, precision="auto"):
-        """Cosine of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once (at ``precision``)."""
+        """The score (``similarity_fn_name``) of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once
+        (at ``precision``)."""
         if len(a) != len(b):
             raise ValueError(f"similarity_pairwise: {len(a)} texts vs {len(b)} texts")
         unique = list(dict.fromkeys(list(a) + list(b)))
         index = {t: i for i, t in enumerate(unique)}
-        emb = self.encode(unique, batch_size=batch_size, precision=precision, normalize_embeddings=True)
-        return np.sum(emb[[index[t] for t in a]] * emb[[index[t] for t in b]], axis=1)
+        emb = self.encode(unique, batch_size=batch_size, precision=precision)
+        return similarity(emb[[index[t] for t in a]], emb[[index[t] for t in b]], self.similarity_fn_name,
+                          pairwise=True)
 
     def _as_embeddings(self, x, batch_size):
         if isinstance(x, np.ndarray) and x.dtype != object:
-            return normalize_rows(np.atleast_2d(x))
-        return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size,
-                                         normalize_embeddings=True))
+            return np.atleast_2d(x)
+        return np.atleast_2d(self.encode([x] if isinstance(x, str) else list(x), batch_size=batch_size))
 
 
 # ---------------------------------------------------------------------------------- training heads

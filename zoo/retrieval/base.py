@@ -133,6 +133,11 @@ class SemanticIndex:
         self.hybrid_weight, self.fusion, self.calibration = hybrid_weight, fusion, calibration
         self.vector_source, self._source_checked = vector_source, False  # how the stored vectors were made
         self.dim = int(dim or encoder.dim)
+        scoring = getattr(encoder, "similarity_fn_name", "cosine")
+        if scoring not in ("cosine", "dot") or (scoring == "dot" and not getattr(encoder, "normalize", True)):
+            raise ConfigError(f"an index ranks by cosine; this encoder scores by {scoring!r}"
+                              f"{' of unnormalised vectors' if scoring == 'dot' else ''}: set its "
+                              "similarity_fn_name to 'cosine' to index it", param="encoder")
         if encoder is not None and getattr(encoder, "dim", self.dim) != self.dim:
             raise ConfigError(f"{self._where()} holds {self.dim}-d vectors{' of ' + model if model else ''}; the "
                               f"encoder gives {encoder.dim}-d vectors: search it with the model it was built with")

@@ -54,6 +54,7 @@ class Engine:
     kind, dim, head, paraphrases, limit, vectors, version, sha256 = OTHER, None, None, False, None, None, None, None
     source = ""  # where the model's files are: for the server's own logs, never in an answer
     normalize = True  # an embedding model's vectors are L2-normalised (its HeadSpec's normalize)
+    similarity_fn_name = None  # an embedding model's score of two vectors (cosine, dot, euclidean, manhattan)
 
     setting = staticmethod(python_setting)  # how a message names a server option (the server sets its own)
 
@@ -65,7 +66,7 @@ class Engine:
         return {"id": self.name, "object": "model", "created": 0, "owned_by": "zoo",
                 "zoo": {"kind": self.kind, "dim": self.dim, "head": self.head, "thresholds": self.thresholds,
                         "paraphrases": self.paraphrases, "version": self.version, "sha256": self.sha256,
-                        "max_input_tokens": self.limit,
+                        "max_input_tokens": self.limit, "similarity_fn_name": self.similarity_fn_name,
                         "vector_source": self.vectors}}
 
     def need(self, kind, route):
@@ -200,6 +201,7 @@ class PresetEngine(Engine):
             self.kind, self.head = CROSS_ENCODER, spec.head
         elif spec is not None:
             self.kind, self.dim, self.normalize = EMBEDDING, int(self.model.dim), spec.normalize
+            self.similarity_fn_name = getattr(self.model, "similarity_fn_name", "cosine")
             self.vectors = self.model.vector_source() if hasattr(self.model, "vector_source") else None
             self.paraphrases = isinstance(self.model, SimBERT)
         try:
