@@ -293,6 +293,21 @@ def test_an_unnormalised_folder_exports_and_serves_the_vectors_encode_gives(st_f
     vectors, _ = asyncio.run(engine.embed(TEXTS, "truncate"))
     np.testing.assert_allclose(vectors, raw, atol=1e-5)
 
+    from helpers import predict, request
+    from zoo.serving import ModelServer
+
+    export_saved_model(encoder, tmp_path / "served" / "raw" / "1")  # strings in: the export zoo serve serves
+    with ModelServer(tmp_path / "served" / "raw", name="raw", port=0, grpc_port=None, poll_seconds=0,
+                     long_text="truncate") as server:
+        status, body = predict(server, {"instances": TEXTS}, "/v1/models/raw:predict")
+        assert status == 200, body
+        np.testing.assert_allclose(body["predictions"], raw, atol=1e-5)
+        status, body = request(server, "POST", "/v1/embeddings", {"model": "raw", "input": TEXTS, "dimensions": 8})
+        assert status == 200, body  # the first 8 dimensions, not normalised again: the manifest's HeadSpec says so
+        np.testing.assert_allclose([d["embedding"] for d in body["data"]], raw[:, :8], atol=1e-5)
+        status, models = request(server, "GET", "/v1/models")
+        assert models["data"][0]["zoo"]["similarity_fn_name"] == "cosine", models
+
 
 @pytest.mark.parametrize("function", ["dot", "euclidean", "manhattan"])
 def test_sentence_transformers_names_similarity_dimension_and_length(st_folders, tmp_path, function):

@@ -5,7 +5,7 @@ serves or scores it (the SavedModel and ONNX exports, the fused ONNX graph, the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -53,9 +53,11 @@ class HeadSpec:
 
     @classmethod
     def from_record(cls, record):
-        """The spec written by ``to_record`` (an export's manifest), or None where it holds none."""
+        """The spec written by ``to_record`` (an export's manifest, whose other keys are ignored), or None where it
+        holds none."""
+        names = {f.name for f in fields(cls)}
         try:
-            return cls(**{**record, "texts": tuple(record["texts"])})
+            return cls(**{k: v for k, v in record.items() if k in names and k != "texts"}, texts=tuple(record["texts"]))
         except (KeyError, TypeError, ValueError):
             return None
 

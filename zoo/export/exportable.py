@@ -19,8 +19,12 @@ def serving_spec(model):
 
 
 def described(model, spec):
-    """How an export's manifest describes its model (read by ``zoo serve``): the class and its HeadSpec."""
-    return {"class": type(model).__name__, **spec.to_record()}
+    """How an export's manifest describes its model (read by ``zoo serve``): the class, its HeadSpec and, for an
+    embedding, its similarity function."""
+    record = {"class": type(model).__name__, **spec.to_record()}
+    if spec.output == "embedding":
+        record["similarity_fn_name"] = getattr(model, "similarity_fn_name", "cosine")
+    return record
 
 
 def version_path(base, name="default", version=None):

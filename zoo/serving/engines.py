@@ -150,6 +150,7 @@ class ExportedEngine(Engine):
             if list(sig.inputs) == ["text"] and sig.outputs == ["embedding"]:
                 self.kind = EMBEDDING
                 self.dim = int(sig.output_width("embedding"))
+                self.similarity_fn_name = described.get("similarity_fn_name", "cosine")
             elif list(sig.inputs) == ["text_a", "text_b"] and sig.outputs == ["score"]:
                 self.kind = CROSS_ENCODER
 
