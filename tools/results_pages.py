@@ -763,8 +763,8 @@ def page_speed(src):
             first = f" (first {count(pairs)})" if pairs else ""
             out.append(f"#### {model_label(name)}\n\n`{name}`: {m['layers']} layers, hidden {m['hidden']}, pooling "
                        f"{m['pooling']} (sentence-transformers pools with {m['st_pooling']}). Speed:\n\n" + table(
-                           ["system", "sentences/s (batch 64)", "x transformers fp32", "x best sentence-transformers",
-                            "batch-1 ms (median)"],
+                           ["system", "sentences/s (batch 64)", "x transformers fp32 (median of per-round ratios)",
+                            "x best sentence-transformers (median of per-round ratios)", "batch-1 ms (median)"],
                            [[s_, count(m["sentences_per_second"][s_]), f2(m["speed_vs_transformers_fp32"][s_]),
                              f2(m["speed_vs_best_st"][s_]), f"{m['latency_batch1'][s_]['median_ms']:.2f}"]
                             for s_ in systems])
