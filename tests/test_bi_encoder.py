@@ -313,6 +313,8 @@ def test_the_recipe_runs_the_word_order_and_in_batch_flags_as_the_job(tmp_path):
     assert [e["valid_spearman"] for e in by_recipe["epochs"]] == pytest.approx(
         [e["valid_spearman"] for e in by_job["epochs"]], abs=1e-4)
     assert by_job["epochs"][1]["valid_WORDORDER_spearman"] != by_job["epochs"][0]["valid_WORDORDER_spearman"]
+    assert by_job["duplicate_free_batches"] == by_recipe["duplicate_free_batches"] and \
+        set(by_job["duplicate_free_batches"][0]) == {"moved", "left_repeated"}  # in-batch: no text twice in a batch
 
 
 def test_word_order_and_in_batch_flags_are_checked():

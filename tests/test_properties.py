@@ -135,3 +135,67 @@ def test_pair_file_rows_read_exactly_or_refused_with_line_number(tmp_path, rows,
     else:
         with pytest.raises(DataError, match=rf"pairs\.data, line {position + 1}:"):
             read_pairs(path)
+
+
+# ----------------------------------------------------------------------------------------- in-batch batches
+WORDS = ["你好", "再见", "天气", "下雨", "开通", "还款", "花呗", "借呗"]
+
+
+def clashes(batches, texts):
+    """Pairs whose ranked texts an earlier pair of the same batch already holds."""
+    count = 0
+    for batch in batches:
+        held = set()
+        for i in batch:
+            count += not held.isdisjoint(texts[i])
+            held |= texts[i]
+    return count
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.booleans()), min_size=1, max_size=60),
+       batch_size=st.integers(1, 9), seed=st.integers(0, 1000), buckets=st.booleans())
+def test_duplicate_free_batches_hold_every_pair_once_and_no_ranked_text_twice(rows, batch_size, seed, buckets):
+    """In-batch batches (``no_duplicates``): as many batches as plain cutting, each pair once, none over the batch
+    size, the same batches for the same (seed, epoch), and no text the ranking loss compares twice in a batch but
+    for the pairs counted as left with a repeat (no batch with room was free of their texts)."""
+    from zoo.data.pair_files import PairDataset
+    from zoo.train.batches import PairBatches, ranked_texts
+
+    data = PairDataset([WORDS[a] for a, _, _ in rows], [WORDS[b] for _, b, _ in rows],
+                       np.array([float(p) for *_, p in rows], "float32"))
+    labels = np.stack([data.labels, data.labels], axis=1)  # anchor_labels of 0/1 pairs
+    tokenizer = zoo.Tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set("".join(WORDS)))])
+    source = PairBatches(tokenizer, data, batch_size, 16, labels=labels, length_buckets=buckets, no_duplicates=True)
+    batches = source.epoch_batches(seed, 0)
+    n = len(rows)
+    assert len(batches) == len(source) == -(-n // batch_size) and max(len(b) for b in batches) <= batch_size
+    assert sorted(np.concatenate(batches).tolist()) == list(range(n))
+    assert [b.tolist() for b in batches] == [b.tolist() for b in source.epoch_batches(seed, 0)]
+    texts, report = ranked_texts(data, labels), source.duplicate_moves(seed, 0)
+    assert clashes(batches, texts) == report["left_repeated"]
+    if all(len(t) == 1 for t in texts) and len({next(iter(t)) for t in texts}) == n:  # nothing repeated
+        assert report == {"moved": 0, "left_repeated": 0}
+
+
+def test_a_triplets_hard_negative_stays_with_its_anchor_and_plain_batches_repeat_texts():
+    """A triplet's (anchor, negative, 0) row may share its (anchor, positive, 1) row's batch (the anchor's text is
+    compared only as an anchor); without ``no_duplicates``, batches of repeated texts hold false negatives."""
+    from zoo.data.pair_files import PairDataset
+    from zoo.train.batches import PairBatches, anchor_labels, ranked_texts
+
+    tokenizer = zoo.Tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set("".join(WORDS)))])
+    triplet = PairDataset(["花呗", "花呗"], ["开通", "还款"], np.array([1.0, 0.0], "float32"))
+    labels = anchor_labels(triplet.labels)
+    kept = PairBatches(tokenizer, triplet, 2, 16, labels=labels, no_duplicates=True)
+    assert [sorted(b.tolist()) for b in kept.epoch_batches(0, 0)] == [[0, 1]]
+    assert kept.duplicate_moves(0, 0) == {"moved": 0, "left_repeated": 0}
+    unique = [(WORDS[i] + WORDS[j], WORDS[j] + WORDS[i]) for i in range(2, 8) for j in range(2, 8) if i < j][:12]
+    repeated = PairDataset(["你好"] * 4 + [a for a, _ in unique], ["再见"] * 4 + [b for _, b in unique],
+                           np.ones(16, "float32"))  # 4 copies of one pair, 2 batches: 2 must share a batch
+    labels = anchor_labels(repeated.labels)
+    plain = PairBatches(tokenizer, repeated, 8, 16, labels=labels, length_buckets=False)
+    fixed = PairBatches(tokenizer, repeated, 8, 16, labels=labels, length_buckets=False, no_duplicates=True)
+    texts = ranked_texts(repeated, labels)
+    assert clashes(plain.epoch_batches(0, 0), texts) > 0
+    assert clashes(fixed.epoch_batches(0, 0), texts) == fixed.duplicate_moves(0, 0)["left_repeated"] == 2

@@ -17,6 +17,7 @@ import zoo
 from helpers import tiny_train_config as config, write_synthetic_task
 from helpers import CJK_CHARS
 from zoo.jobs.bi_encoder import BiEncoderConfig as TrainConfig, run as train_bi_encoder
+from zoo.evaluation import Evaluator
 from zoo.presets import save_preset
 
 pytestmark = pytest.mark.slow  # every test trains a model or runs a job
@@ -397,3 +398,131 @@ def test_a_kill_between_the_last_step_and_the_epoch_evaluation_resumes(tiny_setu
     assert [e["valid_spearman"] for e in resumed["epochs"]] == pytest.approx(
         [e["valid_spearman"] for e in unkilled["epochs"]], abs=1e-6)
     assert resumed["test_spearman"] == pytest.approx(unkilled["test_spearman"], abs=1e-6)
+
+
+# ------------------------------------------------------------------------------ EMA and gradient accumulation
+class Improving(Evaluator):
+    """Every call scores higher (so every epoch is kept) and records the first weight of the model it measured."""
+
+    name = "valid"
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, model):
+        self.seen.append(np.array(model.trainable_variables[0].numpy()))
+        return {"spearman": float(len(self.seen))}
+
+
+def ema_run(tmp_path, name, epochs, batches, seed=3):
+    from helpers import tiny_sentence_encoder
+    from zoo.models import build_pair_trainer
+    from zoo.train import fit
+
+    encoder = tiny_sentence_encoder(seed)
+    trainer = build_pair_trainer(encoder, "cosent")
+    trainer.compile(optimizer=keras.optimizers.Adam(1e-2, use_ema=True, ema_momentum=0.5),
+                    loss=zoo.losses.CoSENTLoss(), jit_compile=False)
+    evaluator = Improving()
+    fit(trainer, batches, str(tmp_path / name), epochs=epochs, seed=1, evaluator=evaluator, model=encoder,
+        show_progress=False)
+    return trainer, evaluator
+
+
+def test_ema_evaluates_and_keeps_the_average_trains_on_the_raw_weights_and_resumes(tmp_path):
+    """--ema-momentum (Keras' use_ema): the evaluator measures and OUTPUT/model keeps the moving average, training
+    goes on from the raw weights (they differ), and a run resumed after its first epoch ends with the same average
+    and raw weights as one never stopped."""
+    from helpers import tiny_sentence_encoder
+    from zoo.data.pair_files import PairDataset
+    from zoo.train import PairBatches
+
+    texts = ["今天天气不错", "今天天气很好", "花呗怎么开通", "如何开通花呗", "借呗怎么还款", "信用卡逾期"] * 4
+    data = PairDataset(texts[0::2], texts[1::2], np.array([1, 0, 1] * 4, "float32"))
+    batches = PairBatches(tiny_sentence_encoder().tokenizer, data, 4, 16)
+    trainer, evaluator = ema_run(tmp_path, "whole", 2, batches)
+    optimizer = trainer.optimizer
+    raw = np.array(optimizer._trainable_variables[0].numpy())
+    average = np.array(optimizer._model_variables_moving_average[0].numpy())
+    assert np.abs(raw - average).max() > 1e-4  # training kept the raw weights
+    np.testing.assert_allclose(evaluator.seen[-1], average, atol=1e-6)  # the last epoch was measured on the average
+    kept = zoo.SentenceEncoder.from_preset(tmp_path / "whole" / "model")
+    np.testing.assert_allclose(kept.trainable_variables[0].numpy(), average, atol=1e-6)  # and kept
+
+    ema_run(tmp_path, "resumed", 1, batches)
+    resumed, _ = ema_run(tmp_path, "resumed", 2, batches)  # a new process's trainer, resumed from epoch 1
+    for a, b in ((resumed.optimizer._trainable_variables[0], raw),
+                 (resumed.optimizer._model_variables_moving_average[0], average)):
+        np.testing.assert_allclose(np.array(a.numpy()), b, atol=1e-6)
+
+
+def test_gradient_accumulation_equals_one_big_batch_for_a_per_pair_loss():
+    """``gradient_accumulation_steps=2`` over two batches of 4 pairs gives the update of one batch of 8 (cosine MSE,
+    a mean over pairs; no dropout); the flags are checked before any data is read."""
+    from helpers import tiny_sentence_encoder
+    from zoo.models import build_pair_trainer
+
+    rng = np.random.default_rng(0)
+    texts = ["今天天气不错", "今天天气很好", "花呗怎么开通", "如何开通花呗", "借呗怎么还款", "信用卡逾期", "你好", "再见"]
+    a, b = rng.permutation(texts), rng.permutation(texts)
+    ids = tiny_sentence_encoder().tokenizer([x for pair in zip(a, b) for x in pair], maxlen=16)
+    y = rng.uniform(size=8).astype("float32")
+    after = {}
+    for steps in (1, 2):
+        encoder = tiny_sentence_encoder(seed=5)
+        trainer = build_pair_trainer(encoder, "cosine_mse")
+        options = {"gradient_accumulation_steps": steps} if steps > 1 else {}
+        trainer.compile(optimizer=keras.optimizers.SGD(50.0, **options), loss=zoo.losses.CosineMSELoss(),
+                        jit_compile=False)
+        if steps == 1:
+            trainer.train_on_batch(ids, y)
+        else:
+            for half in (slice(0, 8), slice(8, 16)):
+                trainer.train_on_batch({k: v[half] for k, v in ids.items()}, y[half.start // 2:half.stop // 2])
+        after[steps] = [np.array(v.numpy()) for v in trainer.trainable_variables]
+    assert max(np.abs(x - y).max() for x, y in zip(after[1], after[2])) < 1e-5
+    assert max(np.abs(x - y).max() for x, y in zip(after[1], [np.array(v.numpy()) for v in
+                                                              tiny_sentence_encoder(seed=5).trainable_variables])) > 1e-3
+    assert TrainConfig(gradient_accumulation_steps=4, ema_momentum=0.999, layer_decay=0.9,
+                       lr_schedule=("1000:1,2000:0.1",)).optimizer_options() == {
+        "ema_momentum": 0.999, "gradient_accumulation_steps": 4, "layer_decay": 0.9,
+        "lr_schedule": {1000: 1.0, 2000: 0.1}}
+    for bad, flag in [({"ema_momentum": 1.0}, "--ema-momentum"), ({"gradient_accumulation_steps": 0},
+                                                                   "--gradient-accumulation-steps"),
+                      ({"ema_momentum": 0.99, "distribute": "data-parallel"}, "--ema-momentum"),
+                      ({"layer_decay": 1.5}, "--layer-decay"), ({"lr_schedule": ("1000:1,two:0.1",)}, "--lr-schedule")]:
+        with pytest.raises(zoo.ConfigError, match=flag):
+            TrainConfig(**bad)
+
+
+def test_layer_decay_scales_each_layers_steps_and_the_piecewise_schedule_follows_its_points():
+    """--layer-decay: per-variable step sizes (the top layer 1, each layer below ``decay`` times the one above, the
+    embeddings below the lowest, heads 1): one Adam step moves each variable by exactly its factor times plain
+    Adam's step. --lr-schedule: bert4keras' piecewise-linear factors of the peak rate."""
+    from helpers import tiny_sentence_encoder
+    from zoo.models import build_pair_trainer
+    from zoo.train.optimizers import PiecewiseLinear, layer_factors, training_optimizer
+
+    encoder = tiny_sentence_encoder(seed=5)
+    factors = layer_factors(encoder.trainable_variables, 0.5)
+    assert factors["transformer_layer_1/feedforward_output_dense/kernel"] == 1.0
+    assert factors["transformer_layer_0/self_attention_layer/query/kernel"] == 0.5
+    assert factors["token_embedding/embeddings"] == 0.25 and "pooler_dense/kernel" not in factors
+    ids = encoder.tokenizer(["今天天气不错", "今天天气很好", "花呗怎么开通", "如何开通花呗"], maxlen=16)
+    y = np.array([1.0, 0.0], "float32")
+    moved = {}
+    for decay in (None, 0.5):
+        encoder = tiny_sentence_encoder(seed=5)
+        before = {v.path: np.array(v.numpy()) for v in encoder.trainable_variables}
+        trainer = build_pair_trainer(encoder, "cosent")
+        trainer.compile(optimizer=training_optimizer("adam", 1e-3, layer_decay=decay), loss=zoo.losses.CoSENTLoss(),
+                        jit_compile=False)
+        trainer.train_on_batch(ids, y)
+        moved[decay] = {v.path: np.array(v.numpy()) - before[v.path] for v in encoder.trainable_variables}
+    for path, step in moved[None].items():
+        np.testing.assert_allclose(moved[0.5][path], factors.get(path, 1.0) * step, rtol=1e-4, atol=2e-7)  # float32 ulps of weights near 1
+    schedule = PiecewiseLinear(1e-3, {1000: 1, 2000: 0.1})
+    got = [float(schedule(step)) for step in (0, 500, 1000, 1500, 2000, 3000)]
+    np.testing.assert_allclose(got, [0.0, 5e-4, 1e-3, 5.5e-4, 1e-4, 1e-4], rtol=1e-5, atol=1e-9)
+    config = training_optimizer("adamw", 1e-3, lr_schedule={0: 1, 10: 0}).get_config()["learning_rate"]
+    assert config["class_name"] == "PiecewiseLinear" and config["config"] == {"peak": 1e-3, "points": {0: 1.0, 10: 0.0}}

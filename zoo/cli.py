@@ -39,6 +39,8 @@ COMMANDS = [
     (("evaluate",), "zoo.jobs.evaluate", "EvaluateConfig", "any saved model on any task's valid and test splits"),
     (("encode",), "zoo.jobs.encode", "EncodeConfig", "a text file -> an .npy file of embeddings"),
     (("index", "build"), "zoo.jobs.search", "IndexBuildConfig", "a text file -> a search index (vectors, texts, BM25)"),
+    (("mine-negatives",), "zoo.jobs.mine", "MineNegativesConfig",
+     "pairs -> (anchor, positive, negative) triplets with mined hard negatives"),
     (("search",), "zoo.jobs.search", "SearchConfig", "query a search index: dense, BM25 or hybrid"),
     (("export",), "zoo.jobs.export", "ExportConfig", "a SavedModel (tokenizer inside) or ONNX for serving"),
     (("serve",), "zoo.serving", "ServeConfig", "serve exports over REST (TF Serving, OpenAI) and gRPC"),
@@ -186,6 +188,8 @@ def main(argv=None):
         print(f"exported to {result}")
     elif command == "encode":
         print(f"wrote {result['output']} {tuple(result['shape'])}")
+    elif command == "mine-negatives":
+        print(f"wrote {result['output']}: {result['triplets']} triplets for {result['pairs']} pairs")
     elif command == "index build":
         print(f"wrote {result['output']}: {result['texts']} texts, {result['dim']}-d")
     elif command == "search":

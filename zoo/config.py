@@ -336,14 +336,57 @@ class TrainOptions(DistributeOptions):
     save_every: int = option(500, "steps between mid-epoch checkpoints")
     jit_compile: bool = option(True, "train without XLA compilation")
     progress: bool = option(True, "no progress bars")
+    ema_momentum: float | None = option(None, "keep an exponential moving average of the weights with this decay "
+                                              "(e.g. 0.999; Keras' use_ema): every evaluation and the kept model "
+                                              "use the average, training goes on from the raw weights, a resumed "
+                                              "run restores both")
+    gradient_accumulation_steps: int = option(1, "average the gradients of N batches per optimizer step (Keras' "
+                                                 "gradient_accumulation_steps): one N-times larger batch for "
+                                                 "per-pair losses; CoSENT still ranks within each batch")
+    layer_decay: float | None = option(None, "layer-wise learning-rate decay: the top transformer layer at the "
+                                             "learning rate, each layer below at this factor times the one above, "
+                                             "the embeddings below the lowest (e.g. 0.9)")
+    lr_schedule: tuple = option((), "a piecewise-linear learning rate as STEP:FACTOR points of the peak rate "
+                                    "(bert4keras' lr_schedule; from 0 at step 0 unless given, the last factor kept "
+                                    "after it), e.g. 1000:1,2000:0.1; replaces the job's own schedule and --warmup")
 
     def __post_init__(self):
-        check_positive(self, "epochs", "batch_size", "save_every")
+        check_positive(self, "epochs", "batch_size", "save_every", "gradient_accumulation_steps")
         check_positive(self, "limit_train", "limit_eval", optional=True)
+        if self.ema_momentum is not None and not 0 < self.ema_momentum < 1:
+            raise ConfigError(f"--ema-momentum must be in (0, 1), e.g. 0.999, got {self.ema_momentum}")
+        if self.layer_decay is not None and not 0 < self.layer_decay <= 1:
+            raise ConfigError(f"--layer-decay must be in (0, 1], e.g. 0.9, got {self.layer_decay}")
+        self._schedule_points()  # a bad --lr-schedule entry stops here, before any data is read
+        if self.ema_momentum is not None and self.distribute != "none":
+            raise ConfigError("--ema-momentum with --distribute: not supported yet (the averages would have to be "
+                              "swapped in on every device); train on one device")
         if self.maxlen < 3:
             raise ConfigError(f"--maxlen must be >= 3, got {self.maxlen}")
         if self.lr <= 0:
             raise ConfigError(f"--lr must be > 0, got {self.lr}")
+
+    def _schedule_points(self):
+        """``--lr-schedule`` entries -> {step: factor}; ConfigError naming a bad entry."""
+        points = {}
+        for entry in ",".join(self.lr_schedule).split(","):
+            if not entry.strip():
+                continue
+            step, sep, factor = entry.partition(":")
+            try:
+                if not sep or int(step) < 0 or float(factor) < 0:
+                    raise ValueError
+                points[int(step)] = float(factor)
+            except ValueError:
+                raise ConfigError(f"--lr-schedule: {entry!r} is not STEP:FACTOR (e.g. 1000:1,2000:0.1)") from None
+        return points
+
+    def optimizer_options(self):
+        """The keywords of ``zoo.train.optimizers.training_optimizer`` these flags set (every training job builds its
+        optimizer with them): ``--ema-momentum``, ``--gradient-accumulation-steps``, ``--layer-decay``,
+        ``--lr-schedule``."""
+        return {"ema_momentum": self.ema_momentum, "gradient_accumulation_steps": self.gradient_accumulation_steps,
+                "layer_decay": self.layer_decay, "lr_schedule": self._schedule_points() or None}
 
 
 @dataclasses.dataclass

@@ -332,6 +332,14 @@ def _text(record, key, role):
     return value, None
 
 
+def paraphrase_mask(labels):
+    """[N] bool: the pairs that are paraphrases (label 1 of 0/1 labels, 4 and up of STS-B's 0-5): the anchors of
+    in-batch ranking and the pairs hard negatives are mined for."""
+    labels = np.asarray(labels, dtype="float32")
+    top = 5.0 if labels.size and labels.max() > 1 else 1.0
+    return labels >= 0.8 * top
+
+
 def parse_label(value):
     """A label as a float, or None when it is not a finite number."""
     if isinstance(value, bool):

@@ -171,15 +171,15 @@ def trainer(config, encoder, batches):
     """The compiled training model: the cosine of each pair (at each ``--matryoshka-dims`` too), the SBERT softmax
     head, or the embeddings (``--in-batch-weight``), with ``--loss`` and Adam at ``--lr`` (``--warmup``: linear
     warm-up, then linear decay)."""
-    import keras
-
     from ..losses import objective_loss
     from ..models.bi_encoder import build_trainer
+    from ..train.optimizers import training_optimizer
     from ..train.schedules import learning_rate
 
     model = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate(config.lr, config.warmup,
-                                                                config.epochs * len(batches))),
+    model.compile(optimizer=training_optimizer("adam", learning_rate(config.lr, config.warmup,
+                                                                     config.epochs * len(batches)),
+                                               **config.optimizer_options()),
                   loss=objective_loss(config.objective, config.matryoshka_dims, config.in_batch_weight),
                   jit_compile=config.jit_compile)
     return model
@@ -275,6 +275,8 @@ def report(config, checkpoint, output, run, splits, per_task, t0, batches=None):
     if streamed_files(batches):
         files["train"] = streamed_files(batches)
     results = {**run_record(config, run, t0, checkpoint=checkpoint, output=output), "data_files": files}
+    if config.in_batch_weight and hasattr(batches, "duplicate_moves"):  # no text twice in an in-batch batch
+        results["duplicate_free_batches"] = [batches.duplicate_moves(config.seed, e) for e in range(config.epochs)]
     if config.word_order_valid and run.best:
         results["word_order_valid_spearman"] = run.best[f"valid_{WORD_ORDER}_spearman"]
     if len(per_task) == 1:

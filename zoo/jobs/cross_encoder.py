@@ -76,9 +76,11 @@ def trainer(config, model):
     import keras
 
     from ..losses import CoSENTLoss
+    from ..train.optimizers import training_optimizer
 
     compiled = model.trainer()
-    compiled.compile(optimizer=keras.optimizers.Adam(config.lr), jit_compile=config.jit_compile,
+    compiled.compile(optimizer=training_optimizer("adam", config.lr, **config.optimizer_options()),
+                     jit_compile=config.jit_compile,
                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) if config.head == "softmax"
                      else CoSENTLoss(scale=1.0))
     return compiled

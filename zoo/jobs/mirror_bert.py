@@ -118,12 +118,11 @@ def batches(config, encoder, sentences):
 def trainer(config, encoder):
     """The compiled encoder: InfoNCE, each view's partner the other view of its sentence (at each
     ``--matryoshka-dims`` too); AdamW at ``--lr``."""
-    import keras
-
     from ..losses import InBatchSoftmaxLoss
+    from ..train.optimizers import training_optimizer
 
     compiled = encoder.trainer()
-    compiled.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=0.01),
+    compiled.compile(optimizer=training_optimizer("adamw", config.lr, weight_decay=0.01, **config.optimizer_options()),
                      loss=InBatchSoftmaxLoss(config.temperature, config.matryoshka_dims),
                      jit_compile=config.jit_compile)
     return compiled

@@ -99,12 +99,12 @@ def model(config, checkpoint):
 def trainer(config, model):
     """The compiled loss model: seq2seq cross-entropy on the target sentence + in-batch similarity of the two [CLS]
     vectors of each pair; AdamW at ``--lr``."""
-    import keras
-
     from ..losses import passthrough_loss
+    from ..train.optimizers import training_optimizer
 
     compiled = model.loss_model()
-    compiled.compile(optimizer=keras.optimizers.AdamW(config.lr, weight_decay=config.weight_decay),
+    compiled.compile(optimizer=training_optimizer("adamw", config.lr, weight_decay=config.weight_decay,
+                                                  **config.optimizer_options()),
                      loss=passthrough_loss, jit_compile=config.jit_compile)
     return compiled
 

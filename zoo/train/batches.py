@@ -23,16 +23,23 @@ class PairBatches:
     """Interleaved pair rows [a1, b1, a2, b2, ...] -> (inputs [2B, T], labels [B]), shuffled per epoch; with
     ``joint=True`` one row ``[CLS] a [SEP] b [SEP]`` per pair (cross-encoders) -> (inputs [B, T], labels [B]).
 
-    Texts are tokenised once; each batch is padded to a multiple of 8 tokens.
+    Texts are tokenised once; each batch is padded to a multiple of 8 tokens. ``no_duplicates`` (in-batch ranking
+    losses, as sentence-transformers' NoDuplicatesBatchSampler): no text the ranking loss compares (``ranked_texts``)
+    occurs twice in a batch, since a repeated text is a false negative; a pair whose text the batch being cut
+    already holds goes into the next batch with room (``duplicate_moves`` counts them; the number of batches stays
+    the same).
     """
 
     def __init__(self, tokenizer, dataset, batch_size, maxlen, labels=None, length_buckets=True, joint=False,
-                 zero_segments=False):
+                 zero_segments=False, no_duplicates=False):
         self.tokenizer, self.batch_size, self.maxlen = tokenizer, batch_size, maxlen
         self.length_buckets, self.joint, self.zero_segments = length_buckets, joint, zero_segments
+        self.no_duplicates = no_duplicates
         self.pieces_a = tokenizer.piece_ids(dataset.texts_a)
         self.pieces_b = tokenizer.piece_ids(dataset.texts_b)
         self.labels = dataset.labels if labels is None else labels
+        if no_duplicates:
+            self.ranked_texts = ranked_texts(dataset, self.labels)
         self.n = len(self.labels)
         self.lengths = np.array([len(a) + len(b) if joint else max(len(a), len(b))
                                  for a, b in zip(self.pieces_a, self.pieces_b)])
@@ -40,8 +47,8 @@ class PairBatches:
     def __len__(self):
         return math.ceil(self.n / self.batch_size)
 
-    def epoch_batches(self, seed, epoch):
-        """The pair indices of every batch of an epoch, fixed by (seed, epoch).
+    def epoch_order(self, seed, epoch):
+        """(the epoch's random generator, its pair order), fixed by (seed, epoch).
 
         With ``length_buckets``, a shuffled window of 50 batches is sorted by pair length before it is cut into
         batches (then the batches are shuffled): far less padding, the same pairs.
@@ -53,10 +60,49 @@ class PairBatches:
             for start in range(0, self.n, window):
                 chunk = order[start:start + window]
                 order[start:start + window] = chunk[np.argsort(self.lengths[chunk], kind="stable")]
-        batches = [order[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+        return rng, order
+
+    def epoch_batches(self, seed, epoch):
+        """The pair indices of every batch of an epoch, fixed by (seed, epoch)."""
+        rng, order = self.epoch_order(seed, epoch)
+        if self.no_duplicates:
+            batches = self.cut_without_duplicates(order)[0]
+        else:
+            batches = [order[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
         if self.length_buckets:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
+
+    def cut_without_duplicates(self, order):
+        """(the ``len(self)`` batches of ``order`` with no ranked text twice in a batch, pairs moved, pairs left with
+        a repeat): each pair goes into the first batch with room that does not hold its texts yet (a later one than
+        plain cutting when it does), so the number of batches stays that of plain cutting; a pair that fits nowhere
+        without a repeat (a text in more pairs than there are batches) goes into the first batch with room, and is
+        counted as left with a repeat."""
+        count = len(self)
+        batches, held = [[] for _ in range(count)], [set() for _ in range(count)]
+        first_open, moved, repeats = 0, 0, 0
+        for i in order:
+            texts = self.ranked_texts[i]
+            k = first_open
+            while k < count and (len(batches[k]) == self.batch_size or not held[k].isdisjoint(texts)):
+                k += 1
+            if k == count:
+                k, repeats = first_open, repeats + 1
+            moved += k != first_open
+            batches[k].append(i)
+            held[k].update(texts)
+            while first_open < count and len(batches[first_open]) == self.batch_size:
+                first_open += 1
+        return [np.asarray(batch) for batch in batches], moved, repeats
+
+    def duplicate_moves(self, seed, epoch):
+        """{"moved": pairs ``no_duplicates`` put into a later batch, "left_repeated": pairs that could go nowhere
+        without a repeat} of ``epoch`` (zeros without ``no_duplicates``)."""
+        if not self.no_duplicates:
+            return {"moved": 0, "left_repeated": 0}
+        _, moved, repeats = self.cut_without_duplicates(self.epoch_order(seed, epoch)[1])
+        return {"moved": moved, "left_repeated": repeats}
 
     def epoch(self, seed, epoch, start_step=0):
         batches = self.epoch_batches(seed, epoch)
@@ -67,6 +113,19 @@ class PairBatches:
         """(inputs, labels) of the pairs ``index``."""
         return pair_batch(self.tokenizer, [self.pieces_a[i] for i in index], [self.pieces_b[i] for i in index],
                           self.labels[index], self.maxlen, self.joint, self.zero_segments)
+
+
+def ranked_texts(dataset, labels):
+    """Per pair, the texts the in-batch ranking loss compares, as numbers (the same text, the same number): its
+    second text (a candidate for every anchor of the batch) and, for an anchor (labels [N, 2]: the flag of
+    ``anchor_labels``; [N]: every pair), its first text. A non-anchor's first text is compared with nothing, so a
+    triplet's (anchor, negative, 0) row may share a batch with its (anchor, positive, 1) row: its hard negative."""
+    labels = np.asarray(labels)
+    anchors = labels[:, 1] > 0 if labels.ndim == 2 else np.ones(len(labels), bool)
+    numbers = {}
+    return [frozenset((numbers.setdefault(b, len(numbers)),) + ((numbers.setdefault(a, len(numbers)),) if anchor
+                                                                  else ()))
+            for a, b, anchor in zip(dataset.texts_a, dataset.texts_b, anchors)]
 
 
 def pair_batch(tokenizer, pieces_a, pieces_b, labels, maxlen, joint=False, zero_segments=False):
@@ -104,6 +163,9 @@ class HardNegativeBatches:
 
     def epoch_batches(self, seed, epoch):
         return self.base.epoch_batches(seed, epoch)
+
+    def duplicate_moves(self, seed, epoch):
+        return self.base.duplicate_moves(seed, epoch)
 
     def epoch(self, seed, epoch, start_step=0):
         batches = self.epoch_batches(seed, epoch)
@@ -157,6 +219,11 @@ class MultiTaskBatches:
     def __len__(self):
         return sum(len(p) for p in self.parts)
 
+    def duplicate_moves(self, seed, epoch):
+        """The parts' ``duplicate_moves`` summed (a part without them counts 0)."""
+        moves = [p.duplicate_moves(seed + k, epoch) for k, p in enumerate(self.parts) if hasattr(p, "duplicate_moves")]
+        return {key: sum(m[key] for m in moves) for key in ("moved", "left_repeated")}
+
     def epoch(self, seed, epoch, start_step=0):
         plan = [(k, i) for k, p in enumerate(self.parts) for i in range(len(p))]
         plan = [plan[j] for j in np.random.default_rng([seed, epoch, 1]).permutation(len(plan))]
@@ -169,8 +236,9 @@ class MultiTaskBatches:
 def anchor_labels(labels):
     """[N, 2]: each pair's label and its anchor flag for the in-batch loss (1: a paraphrase, label 1 of 0/1, or
     4 and up of STS-B's 0-5)."""
-    top = 5.0 if labels.max() > 1 else 1.0
-    return np.stack([labels, labels >= 0.8 * top], axis=1).astype("float32")
+    from ..data.pair_files import paraphrase_mask
+
+    return np.stack([labels, paraphrase_mask(labels)], axis=1).astype("float32")
 
 
 def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="cosent", batching="task",
@@ -179,7 +247,8 @@ def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="co
     (``batching`` "task": each batch from one task; "mixed": all in a batch, graded labels scaled to [0, 1]), labels
     as ``objective`` wants them; with ``word_order_negatives`` N, each 0/1 task's batches get N word-order
     rewrites of their sentences as pairs labelled 0 (``zoo.data.augment``); with ``in_batch``, labels carry the anchor
-    flag (``anchor_labels``); ``extra`` batch sources join as more parts."""
+    flag (``anchor_labels``) and no batch holds a text twice (``PairBatches(no_duplicates=True)``); ``extra`` batch
+    sources join as more parts."""
     from ..data.augment import word_order_rewrite
     from ..data.pair_files import PairDataset
     from ..losses import objective_labels
@@ -188,7 +257,7 @@ def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="co
 
     def pairs(dataset, y):
         batches = PairBatches(tokenizer, dataset, batch_size, maxlen, anchor_labels(y) if in_batch else y,
-                              length_buckets)
+                              length_buckets, no_duplicates=in_batch)
         if word_order_negatives and y.max() <= 1:
             rewrite = functools.partial(word_order_rewrite, seed=seed)
             batches = HardNegativeBatches(batches, dataset, rewrite, word_order_negatives)

@@ -96,6 +96,12 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
     fresh = state is None
     if not trainer.optimizer.built:  # here, not in the first traced step: creating variables there traces it twice
         trainer.optimizer.build(trainer.trainable_variables)
+    if getattr(trainer.optimizer, "use_ema", False):
+        # zoo calls fit once per epoch: Keras would put the moving averages into the weights at the end of each
+        # call, and training would go on from them. Here the averages are what is evaluated and kept
+        # (``averaged_weights``); training and its checkpoints keep the raw weights, and the averages, optimizer
+        # variables, resume with them.
+        trainer.optimizer.finalize_variable_values = lambda var_list: None
     if fresh:
         state = {"epoch": 0, "step": 0, "loss_sum": 0.0, "history": [], "best": None, "train_seconds": 0.0}
     elif state["epoch"] >= epochs:
@@ -103,7 +109,7 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
                  state["epoch"])
     else:
         log.info("resuming from %s: epoch %d, step %d", state_dir, state["epoch"] + 1, state["step"])
-    end = EpochEnd(state, evaluator, model, model_dir, metadata, dist)
+    end = EpochEnd(state, evaluator, model, model_dir, metadata, dist, trainer)
     if fresh and evaluator is not None:
         end.measure(0, None)  # the starting point is a candidate too
     for epoch in range(state["epoch"], epochs):
@@ -126,7 +132,8 @@ def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None
         save_training_state(state_dir, trainer, state, dist)
     if evaluator is None and not os.path.exists(model_dir) and model is not None:
         if dist.is_writer:
-            model.save_to_preset(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
+            with averaged_weights(trainer):
+                model.save_to_preset(model_dir, metadata={**(metadata or {}), "epoch": state["epoch"]})
         distribute.barrier("zoo-final-model")
     return Run(state["history"], state["best"], state["train_seconds"], model_dir, metric, end.best_scores)
 
@@ -268,18 +275,44 @@ class StateCheckpoint(keras.callbacks.Callback):
             self.record(self.start + self.params["steps"], logs)
 
 
-class EpochEnd(keras.callbacks.Callback):
-    """After each epoch: measure with the evaluator, record the epoch (metrics, mean training loss), save the
-    best model, and move the state to the next epoch."""
+@contextlib.contextmanager
+def averaged_weights(trainer):
+    """Within: the trainer's trainable variables hold its optimizer's moving averages (an optimizer built with
+    ``use_ema``: ``--ema``), the weights an evaluation measures and a kept model holds; the raw weights come back
+    after. Without ``use_ema``, nothing changes. (The optimizer's own lists, as Keras' SwapEMAWeights uses them.)"""
+    optimizer = trainer.optimizer
+    if not getattr(optimizer, "use_ema", False) or not optimizer.built:
+        yield
+        return
+    pairs = [(v, a) for v, a in zip(optimizer._trainable_variables, optimizer._model_variables_moving_average)
+             if a is not None]
+    raw = [keras.ops.convert_to_numpy(v) for v, _ in pairs]
+    for variable, average in pairs:
+        variable.assign(average)
+    try:
+        yield
+    finally:
+        for (variable, _), value in zip(pairs, raw):
+            variable.assign(value)
 
-    def __init__(self, state, evaluator, model, model_dir, metadata, dist):
+
+class EpochEnd(keras.callbacks.Callback):
+    """After each epoch: measure with the evaluator (on the weights' moving averages under ``--ema``), record the
+    epoch (metrics, mean training loss), save the best model, and move the state to the next epoch."""
+
+    def __init__(self, state, evaluator, model, model_dir, metadata, dist, trainer=None):
         super().__init__()
         self.state, self.evaluator, self.target, self.dist = state, evaluator, model, dist
+        self.trainer = trainer
         self.model_dir, self.metadata = model_dir, metadata or {}
         self.best_scores = None
         self.interrupt = threading.Event()
 
     def measure(self, epoch, train_loss):
+        with averaged_weights(self.trainer if self.trainer is not None else self.model):
+            return self._measure(epoch, train_loss)
+
+    def _measure(self, epoch, train_loss):
         record = {"epoch": epoch}
         if self.evaluator is not None:
             metrics = self.evaluator(self.target)

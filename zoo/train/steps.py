@@ -12,16 +12,17 @@ from ..losses import CoSENTLoss, SoftTargetLoss, first_output_loss
 from ..models.bi_encoder import build_pair_trainer
 from ..models.pretrainer import build_pretrainer
 from .batches import DistillBatches, PairBatches
+from .optimizers import training_optimizer
 from .schedules import WarmupLinear, learning_rate
 
 
 def distillation_trainer(student, train, teacher_probs, objective="sbert", *, batch_size=16, maxlen=64, epochs=4,
-                         lr=2e-5, warmup=0.1, jit_compile=True):
+                         lr=2e-5, warmup=0.1, jit_compile=True, optimizer_options=None):
     """DvBERT's step: (batches, compiled trainer) of the bi-encoder ``student`` on the pairs ``train`` (0/1
     labels), each pair's target annealed over ``epochs`` from ``teacher_probs`` (the teachers' probabilities) to
     its gold label (``DistillBatches``). ``objective`` "sbert": the softmax head against the targets; "cosent":
     CoSENT ranked by them; "cosent-gap": each ordered pair weighted by its target gap. Adam at ``lr``
-    (``learning_rate(lr, warmup, steps)``)."""
+    (``learning_rate(lr, warmup, steps)``; ``optimizer_options``: ``training_optimizer``'s, e.g. ``ema_momentum``)."""
     if objective not in DVBERT_OBJECTIVES:
         raise ConfigError(f"objective must be one of {DVBERT_OBJECTIVES}, got {objective!r}")
     pairs = PairBatches(student.tokenizer, train, batch_size, maxlen,
@@ -29,7 +30,8 @@ def distillation_trainer(student, train, teacher_probs, objective="sbert", *, ba
     cosent = objective.startswith("cosent")
     batches = DistillBatches(pairs, train.labels, teacher_probs, epochs, as_score=cosent)
     trainer = build_pair_trainer(student, "cosent" if cosent else "sbert")
-    trainer.compile(optimizer=keras.optimizers.Adam(learning_rate(lr, warmup, batches.total)),
+    trainer.compile(optimizer=training_optimizer("adam", learning_rate(lr, warmup, batches.total),
+                                                 **(optimizer_options or {})),
                     loss=CoSENTLoss(gap_weighted=objective == "cosent-gap") if cosent else SoftTargetLoss(),
                     jit_compile=jit_compile)
     return batches, trainer
