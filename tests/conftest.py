@@ -97,8 +97,8 @@ def _one_native_stack(request):
 
 
 # ------------------------------------------------------------------------------ test order
-# The suite runs on one worker per CPU plus one (pytest-xdist, tools/run_tests.py). The longest tests (minutes:
-# subprocess chains) start first, so that the short ones fill the other workers around them instead of leaving one long test alone at the end. Which
+# The suite runs on 2 workers (pytest-xdist, tools/run_tests.py), which take one test at a time (--maxschedchunk 1).
+# The longest tests (minutes: subprocess chains) start first, so that the short ones fill the other worker around them instead of leaving one long test alone at the end. Which
 # tests are long is measured, not written here: tests/durations.json holds each test's seconds from a recorded run
 # (``python tools/run_tests.py --record-durations``); a test missing from it counts as short.
 

@@ -18,7 +18,7 @@ import torch_reference
 import zoo
 from helpers import tiny_sentence_encoder, BERT_VOCAB, require_module, require_shared, synthetic_vocab, weight_products
 from zoo.cli import main as cli
-from zoo.tokenizer.graph import GraphTokenizer
+from zoo.models.preprocessor import TextPreprocessor
 from zoo.export.onnx import export_onnx
 from zoo.export.saved_model import export_saved_model, keras_precision, quantized_copy
 from zoo.export.exportable import load_exportable, version_path
@@ -88,16 +88,16 @@ def test_ingraph_ids_equal_zoo_tokenizer_on_lcqmc():
     pairs = read_lcqmc_pairs()
     sentences = [s for pair in pairs for s in pair]
     assert len(sentences) == 25_000
-    graph = GraphTokenizer(tok, maxlen=16)
-    got = tf.function(graph.pieces)(tf.constant(sentences)).to_list()
+    texts, pairs_of = TextPreprocessor(tok, maxlen=16), TextPreprocessor(tok, maxlen=16, texts=2)
+    got = tf.function(texts.graph_tokenizer().pieces)(tf.constant(sentences)).to_list()
     pieces = tok.piece_ids(sentences)
     differ = [s for s, g, w in zip(sentences, got, pieces) if g != w]
     assert not differ, f"{len(differ)} of 25,000 sentences differ, e.g. {differ[:3]}"
     assert sum(len(p) > 14 for p in pieces) > 1000  # the truncation below is exercised
     # padded batches with truncation (5,000 pairs): singles keep the first 14 pieces, pairs follow bert4keras
     a, b = [p[0] for p in pairs[:5000]], [p[1] for p in pairs[:5000]]
-    for got, want in [(tf.function(graph)(tf.constant(a + b)), tok(a + b, maxlen=16)),
-                      (tf.function(graph)(tf.constant(a), tf.constant(b)), tok(a, b, maxlen=16))]:
+    for got, want in [(tf.function(texts.call)(tf.constant(a + b)), tok(a + b, maxlen=16)),
+                      (tf.function(pairs_of.call)(tf.constant(a), tf.constant(b)), tok(a, b, maxlen=16))]:
         for key in want:
             np.testing.assert_array_equal(got[key].numpy(), want[key], err_msg=key)
 
@@ -112,7 +112,7 @@ def test_ingraph_ids_on_every_character_class_and_fuzz(lowercase):
     """Code points in context (all of planes 0-1, a sample of the rest) and random mixes of the tricky ones:
     accents, casing, controls, NUL, zero-width, special tokens in the text, words over 100 characters."""
     tok = zoo.Tokenizer(zoo.Tokenizer.from_preset(zoo.DEFAULT_PRESET).vocab, do_lower_case=lowercase)
-    graph = tf.function(GraphTokenizer(tok, maxlen=8).pieces)
+    graph = tf.function(TextPreprocessor(tok, maxlen=8).graph_tokenizer().pieces)
     if lowercase:
         code_points = [c for c in range(0x20000) if not 0xD800 <= c <= 0xDFFF] + list(range(0x20000, 0x110000, 31))
         texts = [f"ab{chr(c)}cd {chr(c)}" for c in code_points]
@@ -126,9 +126,9 @@ def test_ingraph_ids_on_every_character_class_and_fuzz(lowercase):
     assert not differ, f"{len(differ)} of {len(texts)} texts differ, e.g. {differ[:3]!r}"
     # pairs with tiny maxlen: the truncation floors ([CLS] a [SEP] keeps 2, b [SEP] keeps 1)
     a, b = texts[-400:-200], texts[-200:]
-    single = GraphTokenizer(tok, maxlen=5)
+    pairs_of = TextPreprocessor(tok, maxlen=5, texts=2)
     for key, value in tok(a, b, maxlen=5).items():
-        np.testing.assert_array_equal(single(tf.constant(a), tf.constant(b))[key].numpy(), value, err_msg=key)
+        np.testing.assert_array_equal(pairs_of.call(tf.constant(a), tf.constant(b))[key].numpy(), value, err_msg=key)
 
 
 @pytest.mark.slow

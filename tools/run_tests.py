@@ -4,10 +4,10 @@
     python tools/run_tests.py -m "not slow"    # the fast lane: arguments go to every lane's pytest
     python tools/run_tests.py --record-durations   # also record each test's seconds in tests/durations.json
 
-Each lane is one pytest run with its own processes (tests/conftest.py LANES): the main lane on one xdist worker per
-CPU plus one (TensorFlow, ONNX Runtime, faiss, grpc), then Ray and Milvus Lite, one process each. The extra worker
-fills the time the others wait on their subprocesses and servers: on 2 cores, six documentation pages ran in 446 s
-on 2 workers (CPUs 80% busy) and in 387 s on 3 (89% busy). PyTorch runs only in the
+Each lane is one pytest run with its own processes (tests/conftest.py LANES): the main lane on 2 xdist workers
+(TensorFlow, ONNX Runtime, faiss, grpc), then Ray and Milvus Lite, one process each. The main lane hands its workers
+one test at a time (``--maxschedchunk 1``): by default xdist first gives each worker a block of consecutive tests,
+and with the longest tests first the first worker's block held every long test while the others ran short ones. PyTorch runs only in the
 subprocesses of tests/torch_reference.py. The last line sums the lanes: "N passed, N failed, N skipped"; the exit
 status is non-zero when a lane failed or crashed (a lane whose selection is empty counts as passed).
 """
@@ -23,8 +23,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAIN_WORKERS = len(os.sched_getaffinity(0)) + 1
-LANES = (("main", ["-n", str(MAIN_WORKERS)]), ("ray", []), ("milvus", []))
+LANES = (("main", ["-n", "2", "--maxschedchunk", "1"]), ("ray", []), ("milvus", []))
 COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 NO_TESTS = 5  # pytest's exit status when the selection is empty
 

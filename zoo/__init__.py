@@ -24,6 +24,7 @@ _PUBLIC = {
     "BertBackbone": "backbones", "RoFormerBackbone": "backbones", "AlbertBackbone": "backbones",
     "ElectraBackbone": "backbones", "ErnieBackbone": "backbones", "Tokenizer": "tokenizer", "simplify_vocab": "tokenizer",
     "SentenceEncoder": "models", "CrossEncoder": "models", "SimBERT": "models", "Task": "models",
+    "TextPreprocessor": "models",
     "from_preset": "models", "save_google_checkpoint": "checkpoints", "DEFAULT_ENCODER": "paths",
     "DEFAULT_PRESET": "paths", "available_presets": "paths", "job": "cli",
 }
@@ -94,9 +95,10 @@ def __dir__():
     return sorted(set(globals()) | set(_PUBLIC) | set(_SUBMODULES))
 
 
-__all__ = ["AlbertBackbone", "BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER", "DEFAULT_PRESET",
-           "DataError", "ElectraBackbone", "ErnieBackbone", "RoFormerBackbone", "SentenceEncoder", "SimBERT", "Task", "Tokenizer", "ZooError", "available_presets",
-           "from_preset", "job", "save_google_checkpoint", "simplify_vocab"]
+__all__ = ["AlbertBackbone", "BertBackbone", "CheckpointError", "ConfigError", "CrossEncoder", "DEFAULT_ENCODER",
+           "DEFAULT_PRESET", "DataError", "ElectraBackbone", "ErnieBackbone", "RoFormerBackbone", "SentenceEncoder",
+           "SimBERT", "Task", "TextPreprocessor", "Tokenizer", "ZooError", "available_presets", "from_preset", "job",
+           "save_google_checkpoint", "simplify_vocab"]
 
 if not any(isinstance(f, _import_hooks.ModuleAliases) for f in _sys.meta_path):
     _sys.meta_path.insert(0, _import_hooks.ModuleAliases(MOVED, _warn_moved))

@@ -346,6 +346,10 @@ class TrainOptions(DistributeOptions):
     layer_decay: float | None = option(None, "layer-wise learning-rate decay: the top transformer layer at the "
                                              "learning rate, each layer below at this factor times the one above, "
                                              "the embeddings below the lowest (e.g. 0.9)")
+    adversarial_epsilon: float | None = option(None, "adversarial training on the word embeddings (FGM): each step "
+                                                     "also trains on the token-embedding table moved this far along "
+                                                     "its loss gradient (e.g. 1.0, bert4keras' example); about twice "
+                                                     "a step's time")
     lr_schedule: tuple = option((), "a piecewise-linear learning rate as STEP:FACTOR points of the peak rate "
                                     "(bert4keras' lr_schedule; from 0 at step 0 unless given, the last factor kept "
                                     "after it), e.g. 1000:1,2000:0.1; replaces the job's own schedule and --warmup")
@@ -355,6 +359,12 @@ class TrainOptions(DistributeOptions):
         check_positive(self, "limit_train", "limit_eval", optional=True)
         if self.ema_momentum is not None and not 0 < self.ema_momentum < 1:
             raise ConfigError(f"--ema-momentum must be in (0, 1), e.g. 0.999, got {self.ema_momentum}")
+        if self.adversarial_epsilon is not None and not self.adversarial_epsilon > 0:
+            raise ConfigError(f"--adversarial-epsilon must be > 0, e.g. 1.0, got {self.adversarial_epsilon}")
+        if self.adversarial_epsilon is not None and self.distribute != "none":
+            raise ConfigError("--adversarial-epsilon with --distribute: not supported (FGM's step follows the whole "
+                              "batch's gradient; under MirroredStrategy each device would see only its part's); "
+                              "train on one device")
         if self.layer_decay is not None and not 0 < self.layer_decay <= 1:
             raise ConfigError(f"--layer-decay must be in (0, 1], e.g. 0.9, got {self.layer_decay}")
         self._schedule_points()  # a bad --lr-schedule entry stops here, before any data is read

@@ -28,7 +28,8 @@ import tensorflow as tf
 
 from ..inference.precisions import bfloat16_copy
 from ..paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
-from ..tokenizer.graph import GraphTokenizer
+from ..models.preprocessor import TextPreprocessor
+from ..tokenizer.graph import tf_text
 from .exportable import described, serving_spec
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -73,11 +74,14 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
         max_positions = getattr(getattr(model, "backbone", None), "max_sequence_length", maxlen)
         if maxlen > max_positions:
             raise ValueError(f"maxlen={maxlen} is above the model's {max_positions} position embeddings")
-        tokenizer = GraphTokenizer(model.tokenizer, maxlen)
-        archive.track(tokenizer)
+        # the task's own preprocessor layer (Keras and tf.data run the same one); its segment ids as tokenized
+        # (``predict`` zeroes them for a zero_segments cross-encoder, so ``tokenize`` shows the real ones)
+        preprocessor = TextPreprocessor(model.tokenizer, maxlen, texts=len(spec.texts))
+        tf_text()  # the in-graph WordPiece: a SavedModel cannot hold the Python fallback
+        archive.track(preprocessor.graph_tokenizer())
         text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.texts]
-        from_text = archive.add_endpoint("text", lambda *texts: predict(tokenizer(*texts)), text_specs)
-        archive.add_endpoint("tokenize", lambda *texts: tokenizer(*texts), text_specs)
+        from_text = archive.add_endpoint("text", lambda *texts: predict(preprocessor.call(*texts)), text_specs)
+        archive.add_endpoint("tokenize", lambda *texts: preprocessor.call(*texts), text_specs)
         archive.add_endpoint("serving_default", from_text)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_dir(path) as tmp:

@@ -173,10 +173,12 @@ def trainer(config, encoder, batches):
     warm-up, then linear decay)."""
     from ..losses import objective_loss
     from ..models.bi_encoder import build_trainer
+    from ..train.adversarial import adversarial
     from ..train.optimizers import training_optimizer
     from ..train.schedules import learning_rate
 
-    model = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
+    model = adversarial(build_trainer(encoder, config.objective, config.matryoshka_dims,
+                                      in_batch=bool(config.in_batch_weight)), config.adversarial_epsilon)
     model.compile(optimizer=training_optimizer("adam", learning_rate(config.lr, config.warmup,
                                                                      config.epochs * len(batches)),
                                                **config.optimizer_options()),

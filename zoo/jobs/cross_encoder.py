@@ -76,9 +76,10 @@ def trainer(config, model):
     import keras
 
     from ..losses import CoSENTLoss
+    from ..train.adversarial import adversarial
     from ..train.optimizers import training_optimizer
 
-    compiled = model.trainer()
+    compiled = adversarial(model.trainer(), config.adversarial_epsilon)
     compiled.compile(optimizer=training_optimizer("adam", config.lr, **config.optimizer_options()),
                      jit_compile=config.jit_compile,
                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) if config.head == "softmax"

@@ -112,7 +112,8 @@ def trainer(config, student, data, teacher_probs):
 
     return distillation_trainer(student, data["train"], teacher_probs, config.objective, batch_size=config.batch_size,
                                 maxlen=config.maxlen, epochs=config.epochs, lr=config.lr, warmup=config.warmup,
-                                jit_compile=config.jit_compile, optimizer_options=config.optimizer_options())
+                                jit_compile=config.jit_compile, optimizer_options=config.optimizer_options(),
+                                adversarial_epsilon=config.adversarial_epsilon)
 
 
 def evaluator(config, data):

@@ -119,9 +119,10 @@ def trainer(config, encoder):
     """The compiled encoder: InfoNCE, each view's partner the other view of its sentence (at each
     ``--matryoshka-dims`` too); AdamW at ``--lr``."""
     from ..losses import InBatchSoftmaxLoss
+    from ..train.adversarial import adversarial
     from ..train.optimizers import training_optimizer
 
-    compiled = encoder.trainer()
+    compiled = adversarial(encoder.trainer(), config.adversarial_epsilon)
     compiled.compile(optimizer=training_optimizer("adamw", config.lr, weight_decay=0.01, **config.optimizer_options()),
                      loss=InBatchSoftmaxLoss(config.temperature, config.matryoshka_dims),
                      jit_compile=config.jit_compile)

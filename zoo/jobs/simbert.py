@@ -100,9 +100,10 @@ def trainer(config, model):
     """The compiled loss model: seq2seq cross-entropy on the target sentence + in-batch similarity of the two [CLS]
     vectors of each pair; AdamW at ``--lr``."""
     from ..losses import passthrough_loss
+    from ..train.adversarial import adversarial
     from ..train.optimizers import training_optimizer
 
-    compiled = model.loss_model()
+    compiled = adversarial(model.loss_model(), config.adversarial_epsilon)
     compiled.compile(optimizer=training_optimizer("adamw", config.lr, weight_decay=config.weight_decay,
                                                   **config.optimizer_options()),
                      loss=passthrough_loss, jit_compile=config.jit_compile)

@@ -3,6 +3,7 @@
 from ..presets import preset_class_name
 from .bi_encoder import SBERTClassifier, SentenceEncoder, build_pair_trainer, build_trainer
 from .cross_encoder import CrossEncoder
+from .preprocessor import TextPreprocessor
 from .simbert import SimBERT
 from .task import Task
 
@@ -20,5 +21,6 @@ def from_preset(path, pooling=None, maxlen=None, **kwargs):
     return SentenceEncoder.from_preset(path, pooling=pooling, maxlen=maxlen, **kwargs)
 
 
-__all__ = ["CrossEncoder", "SBERTClassifier", "SentenceEncoder", "SimBERT", "TASKS", "Task", "build_pair_trainer",
+__all__ = ["CrossEncoder", "SBERTClassifier", "SentenceEncoder", "SimBERT", "TASKS", "Task", "TextPreprocessor",
+           "build_pair_trainer",
            "build_trainer", "from_preset"]

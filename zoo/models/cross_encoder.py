@@ -32,6 +32,8 @@ class CrossEncoder(Task):
     ```
     """
 
+    preprocessor_texts = 2
+
     def __init__(self, backbone, tokenizer=None, head="softmax", maxlen=128, zero_segments=False, **kwargs):
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")

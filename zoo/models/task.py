@@ -126,6 +126,62 @@ class Task(keras.Model):
         if os.path.exists(os.path.join(dir_path, VOCAB_FILE)):
             self.tokenizer = Tokenizer.from_preset(dir_path)
 
+    # ------------------------------------------------------------------ raw strings in Keras' methods
+    preprocessor_texts = 1  # texts per example: 2 for a cross-encoder's pairs
+
+    @property
+    def preprocessor(self):
+        """The ``TextPreprocessor`` of this task (strings -> its inputs, with its tokenizer and ``maxlen``): what
+        ``predict``, ``fit`` and ``evaluate`` run on strings, and a layer to start a Keras model from strings."""
+        from .preprocessor import TextPreprocessor
+
+        self._require_tokenizer()
+        key = (id(self.tokenizer), self.maxlen, self.preprocessor_texts, bool(getattr(self, "zero_segments", False)))
+        cached = self.__dict__.get("_preprocessor")
+        if cached is None or cached[0] != key:
+            layer = TextPreprocessor(self.tokenizer, self.maxlen, texts=key[2], zero_segments=key[3],
+                                     name=f"{self.name}_preprocessor")
+            cached = (key, layer)
+            object.__setattr__(self, "_preprocessor", cached)  # derived from saved fields: not a tracked layer
+        return cached[1]
+
+    def preprocess(self, x):
+        """``x`` as the model takes it: strings (a list or numpy array of texts, or of (text_a, text_b) pairs for a
+        cross-encoder) -> the ids (numpy); a tf.data dataset of strings (or of (strings, labels) elements) -> the
+        dataset mapped through the preprocessor; anything else (ids) unchanged."""
+        from .preprocessor import is_string_dataset, is_strings
+
+        if isinstance(x, str):
+            x = [x]
+        if is_strings(x):
+            if self.preprocessor_texts == 2:
+                pairs = np.asarray(x, dtype=object)
+                if pairs.ndim != 2 or pairs.shape[1] != 2:
+                    raise ValueError(f"a {type(self).__name__} takes (text_a, text_b) pairs, got an array of shape "
+                                     f"{pairs.shape}")
+                return self.preprocessor.tokenize(pairs[:, 0], pairs[:, 1])
+            return self.preprocessor.tokenize(x)
+        if is_string_dataset(x):
+            return self.preprocessor.map_dataset(x)
+        return x
+
+    def predict(self, x, *args, **kwargs):
+        """Keras' ``predict``; strings go through ``preprocessor`` first. Returns the model's own output (a sentence
+        encoder's unnormalised vectors, a cross-encoder's logits): ``encode`` and ``score`` give vectors and scores."""
+        return super().predict(self.preprocess(x), *args, **kwargs)
+
+    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+        """Keras' ``fit``; strings (in ``x`` and ``validation_data``) go through ``preprocessor`` first."""
+        if isinstance(validation_data, tuple):
+            validation_data = (self.preprocess(validation_data[0]), *validation_data[1:])
+        elif validation_data is not None:
+            validation_data = self.preprocess(validation_data)
+        return super().fit(self.preprocess(x), y, *args, validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        """Keras' ``evaluate``; strings go through ``preprocessor`` first."""
+        return super().evaluate(self.preprocess(x), y, *args, **kwargs)
+
     # ------------------------------------------------------------------ shared checks and inference
     @property
     def dim(self):
