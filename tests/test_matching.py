@@ -2,7 +2,6 @@
 
 from unittest import mock
 
-import keras
 import numpy as np
 import pytest
 
@@ -121,7 +120,8 @@ def test_cross_encoder_predict_order_and_round_trips(cross, tmp_path):
 
 def test_score_is_the_head_spec_and_predict_is_keras(cross):
     """score() serves the HeadSpec's meaning (P(similar) = softmax(logits)[1]); predict is Keras' on ids (its
-    own keywords work), not overridden: texts go to score()."""
+    own keywords work), not a CrossEncoder override: raw pairs only pass through the task's preprocessor first
+    (``Task.predict``) and give the same logits."""
     pairs = [("今天天气很好", "今天天气不错"), ("我们", "他们")]
     assert cross.head_spec() == zoo.heads.HeadSpec.score("softmax") and cross.head_spec().pairs
     ids = {k: np.asarray(v) for k, v in cross.tokenizer([a for a, _ in pairs], [b for _, b in pairs],
@@ -130,7 +130,8 @@ def test_score_is_the_head_spec_and_predict_is_keras(cross):
     assert logits.shape == (2, 2)
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     np.testing.assert_allclose(cross.score(pairs, precision="fp32"), p[:, 1], atol=1e-5)
-    assert type(cross).predict is keras.Model.predict
+    assert type(cross).predict is zoo.Task.predict and zoo.Task.predict.__qualname__ == "Task.predict"
+    np.testing.assert_allclose(cross.predict(pairs, verbose=0), logits, atol=1e-5)
     spec = zoo.heads.HeadSpec.score("cosent")
     np.testing.assert_allclose(spec.serve_numpy(logits), logits[:, 0])
     np.testing.assert_allclose(spec.logits(spec.serve_numpy(logits)), logits[:, 0])
