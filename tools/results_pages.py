@@ -641,6 +641,8 @@ PAGE_TITLES = {  # the pages of the results files no page above covers: (title, 
     "ray_encode": ("Encoding with Ray", "zoo encode's local processes against Ray workers"),
     "serving_onnx": ("Serving latency of an ONNX int8 export", "the serving benchmark against an ONNX int8 export"),
     "startup": ("Start-up time", "each command's start-up beside import tensorflow, and a zoo serve of an ONNX export"),
+    "train_xla": ("Training with and without XLA", "the same training run with XLA compilation (the default) and "
+                  "without (--no-jit-compile), interleaved"),
     "tiny_runs": ("Every command on tiny inputs", "every zoo command once on a tiny input: seconds, exit code, quiet"),
 }
 
