@@ -92,7 +92,7 @@ def main():
     texts = lcqmc_texts(args.texts)
     with tempfile.TemporaryDirectory() as tmp:
         dynamic = dynamic_int8(encoder, tmp)
-        encoders = {p: (lambda t, b=64, p=p: encoder.encode(t, batch_size=b, precision=p,
+        encoders = {p: (lambda t, b=64, p=p: encoder.encode(t, batch_size=b, engine=p,
                                                                    show_progress_bar=False)) for p in PRECISIONS[:-1]}
         encoders["int8-dynamic"] = dynamic
         reference = encoders["fp32"](texts)

@@ -30,7 +30,7 @@ model's).
 - Tokenizing: the share of ``encode``'s time (at the fastest zoo precision) spent in the tokenizer (Rust word
   pieces) and in Python rows (assembly of [CLS] a [SEP], length sort, padding), and the Rust pipeline that would
   replace pieces + assembly (a TemplateProcessing post-processor with truncation; the same ids, checked), medians.
-- precision="fastest": its choice for this model on this machine and why, and the start-up of a first call (graphs
+- engine="fastest": its choice for this model on this machine and why, and the start-up of a first call (graphs
   written, choice measured) and of a later process (read from the cache), each in a fresh process.
 """
 
@@ -69,7 +69,7 @@ import zoo
 from zoo import inference
 encoder = zoo.from_preset(sys.argv[1], **json.loads(sys.argv[2]))
 t1 = time.perf_counter()
-encoder.encode(["今天天气不错"], precision="fastest")
+encoder.encode(["今天天气不错"], engine="fastest")
 t2 = time.perf_counter()
 print(json.dumps({"load_s": t1 - t0, "first_encode_s": t2 - t1, "choice": inference.choose(encoder, "fastest")}))
 """
@@ -145,7 +145,7 @@ def local_systems(encoder, folder):
         if precision == "bf16" and not inference.bf16_supported() or \
                 precision == "openvino-int8" and not openvino_available():
             continue
-        systems[f"zoo_{precision}"] = lambda texts, p=precision: encoder.encode(texts, batch_size=64, precision=p,
+        systems[f"zoo_{precision}"] = lambda texts, p=precision: encoder.encode(texts, batch_size=64, engine=p,
                                                                                    show_progress_bar=False)
     for precision in LIGHT_PRECISIONS:
         if f"zoo_{precision}" in systems:
@@ -180,7 +180,7 @@ def tokenizing_share(encoder, texts, precision, rounds):
     times = {"encode": [], "rust_pieces": [], "python_rows": [], "rust_template": []}
     for _ in range(rounds):
         start = time.perf_counter()
-        encoder.encode(texts, precision=precision, show_progress_bar=False)
+        encoder.encode(texts, engine=precision, show_progress_bar=False)
         times["encode"].append(time.perf_counter() - start)
         start = time.perf_counter()
         pieces = tok.piece_ids(texts)

@@ -71,8 +71,8 @@ def test_encode_is_batch_independent(encoder, precision):
     @given(run=batch_runs())
     def check(run):
         texts, batch_size = run
-        got = encoder.encode(texts, batch_size=batch_size, precision=precision)
-        want = alone(lambda t: encoder.encode(t, precision=precision), texts, memo)
+        got = encoder.encode(texts, batch_size=batch_size, engine=precision)
+        want = alone(lambda t: encoder.encode(t, engine=precision), texts, memo)
         assert worst(got, want) <= BOUNDS[precision], (precision, worst(got, want), texts, batch_size)
 
     check()
@@ -86,7 +86,7 @@ def test_zoo_encode_rows_equal_texts_encoded_alone(encoder, precision, tmp_path)
     texts = ["".join(rng.choice(CHARS, int(rng.integers(0, 50)))).strip() or "空" for _ in range(30)]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     encoder.save_to_preset(tmp_path / "enc")
-    want = alone(lambda t: encoder.encode(t, precision=precision), texts, {})
+    want = alone(lambda t: encoder.encode(t, engine=precision), texts, {})
     for batch_size, chunk_size in ((1, 7), (5, 30), (64, 11)):
         out = tmp_path / f"v{batch_size}.npy"
         run(EncodeConfig(model=str(tmp_path / "enc"), input=str(tmp_path / "texts.txt"), output=str(out),
@@ -150,7 +150,7 @@ def test_served_vectors_are_batch_and_api_independent(server, encoder):
     texts = ["今天天气很好", "hello world 中国", "好" * 50]
     for name, precision in SERVED.items():  # the served vectors are encode's at the export's precision
         if precision != "bf16":
-            assert worst(rest(server, name, texts), encoder.encode(texts, precision=precision)) <= 1e-5, name
+            assert worst(rest(server, name, texts), encoder.encode(texts, engine=precision)) <= 1e-5, name
     # bf16: the SavedModel computes the bf16 copy's graph as it is (1e-5), and encode runs that copy XLA-compiled,
     # whose fused bf16 arithmetic rounds differently (within bf16's bound; 1e-5 held only where an earlier test in
     # the same worker had left XLA off)
@@ -158,7 +158,7 @@ def test_served_vectors_are_batch_and_api_independent(server, encoder):
     plain = np.array(copy(encoder.tokenizer(texts, maxlen=encoder.maxlen), training=False), "float32")
     plain = plain / np.linalg.norm(plain, axis=1, keepdims=True)
     assert worst(rest(server, "bf16", texts), plain) <= 1e-5
-    assert worst(rest(server, "bf16", texts), encoder.encode(texts, precision="bf16")) <= BOUNDS["bf16"]
+    assert worst(rest(server, "bf16", texts), encoder.encode(texts, engine="bf16")) <= BOUNDS["bf16"]
     largest = dict.fromkeys(SERVED, 0.0)
 
     @PROPERTY

@@ -345,7 +345,7 @@ def test_predicting_many_batch_shapes_on_several_models_does_not_retrace():
             encoder = tiny_sentence_encoder(seed=seed)
             for n, length in [(1, 3), (2, 9), (3, 17), (5, 25), (7, 30), (4, 12)]:
                 texts = [CJK_CHARS[i:i + length] for i in range(n)]
-                assert encoder.encode(texts, batch_size=n, precision="fp32").shape == (n, 32)
+                assert encoder.encode(texts, batch_size=n, engine="fp32").shape == (n, 32)
     finally:
         tf_logger.removeHandler(handler)
     assert not [r for r in records if "retracing" in r.getMessage()], [r.getMessage()[:120] for r in records]

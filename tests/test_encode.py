@@ -14,7 +14,7 @@ from helpers import CJK_CHARS, require_module
 from zoo.errors import ConfigError, DataError
 from zoo.jobs import encode as encode_job
 from zoo.jobs.encode import EncodeConfig, run as encode
-from zoo.vectors import dequantize_int8
+from zoo.vectors import dequantize_embeddings
 
 CHARS = list(dict.fromkeys(CJK_CHARS))[:160]
 
@@ -53,12 +53,22 @@ def test_streamed_chunks_equal_encode_in_every_storage_dtype(setup, tmp_path):
     run(root, tmp_path / "f16.npy", dtype="float16")
     assert np.load(tmp_path / "f16.npy").dtype == np.float16
     np.testing.assert_allclose(np.load(tmp_path / "f16.npy"), expected, atol=1e-3)
-    run(root, tmp_path / "i8.npy", dtype="int8")
-    scales = np.asarray(json.loads((tmp_path / "i8.npy.json").read_text())["int8_scales"], dtype="float32")
-    restored = dequantize_int8(np.load(tmp_path / "i8.npy"), scales)
-    assert np.abs(restored - expected).max() <= 0.5 / scales.min() + 1e-6  # half a step of the coarsest scale
+    for dtype in ("int8", "uint8"):  # sentence-transformers' buckets over the model's own ranges (not the file's)
+        run(root, tmp_path / f"{dtype}.npy", dtype=dtype)
+        ranges = np.asarray(json.loads((tmp_path / f"{dtype}.npy.json").read_text())["ranges"], dtype="float32")
+        np.testing.assert_allclose(ranges, encoder.quantization_ranges(), atol=1e-6)
+        stored = np.load(tmp_path / f"{dtype}.npy")
+        assert stored.dtype == dtype
+        np.testing.assert_array_equal(stored, encoder.encode(texts, precision="uint8").astype("int16") - 128
+                                      if dtype == "int8" else encoder.encode(texts, precision="uint8"))
+        restored = dequantize_embeddings(stored, dtype, ranges)
+        inside = (expected >= ranges[0]) & (expected <= ranges[1])
+        assert inside.mean() > 0.5 and (np.abs(restored - expected) <= (ranges[1] - ranges[0]) / 510 + 1e-6)[inside].all()
+    run(root, tmp_path / "ubits.npy", dtype="ubinary")
+    np.testing.assert_array_equal(np.load(tmp_path / "ubits.npy"), np.packbits(expected > 0, axis=1))
     run(root, tmp_path / "bits.npy", dtype="binary")
-    np.testing.assert_array_equal(np.load(tmp_path / "bits.npy"), np.packbits(expected > 0, axis=1))
+    np.testing.assert_array_equal(np.load(tmp_path / "bits.npy"),
+                                  (np.packbits(expected > 0, axis=1).astype("int16") - 128).astype("int8"))
 
 
 def test_a_killed_run_resumes_and_settings_must_match(setup, tmp_path, monkeypatch, caplog):
@@ -105,8 +115,8 @@ def test_bad_inputs_are_named(setup, tmp_path):
         run(root, tmp_path / "b.npy", input=str(tmp_path / "bad.txt"))
     with pytest.raises(ConfigError, match="--processes must be >= 1"):
         EncodeConfig(input="x", output="y.npy", processes=0)
-    with pytest.raises(ValueError, match="precision must be one of"):
-        setup[2].encode(["好"], precision="fp8")
+    with pytest.raises(ValueError, match="engine must be one of"):
+        setup[2].encode(["好"], engine="fp8")
 
 
 def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch, tmp_path):
@@ -121,7 +131,7 @@ def test_int8_runs_in_onnx_runtime_close_to_fp32(setup, monkeypatch, tmp_path):
     monkeypatch.setenv("ZOO_CACHE", str(tmp_path))
     monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a program (pytest's own handlers aside)
     runtime._RUNNERS.pop(encoder, None)  # quantized here, whatever ran before
-    fp32, int8 = encoder.encode(texts), encoder.encode(texts, precision="int8")
+    fp32, int8 = encoder.encode(texts), encoder.encode(texts, engine="int8")
     assert logging.getLogger().handlers == []
     cosines = np.sum(fp32 * int8, axis=1)
     assert cosines.min() > 0.99 and not np.allclose(fp32, int8, atol=1e-6), cosines.min()  # quantized, close
@@ -135,10 +145,10 @@ def test_bf16_falls_back_with_a_warning_or_runs_in_bfloat16(setup, monkeypatch, 
     monkeypatch.setattr(runtime, "bf16_supported", lambda: False)
     runtime._warned.discard("bf16")
     with caplog.at_level(logging.WARNING, logger="zoo"):
-        np.testing.assert_array_equal(encoder.encode(texts, precision="bf16"), encoder.encode(texts))
+        np.testing.assert_array_equal(encoder.encode(texts, engine="bf16"), encoder.encode(texts))
     assert "AVX512-BF16" in caplog.text
     monkeypatch.setattr(runtime, "bf16_supported", lambda: True)
-    bf16 = encoder.encode(texts, precision="bf16")
+    bf16 = encoder.encode(texts, engine="bf16")
     copy = runtime._RUNNERS[encoder]["bf16"].fn.__self__
     assert {w.dtype for w in copy.backbone.weights} == {"bfloat16"}
     cosines = np.sum(bf16 * encoder.encode(texts), axis=1)
@@ -162,6 +172,6 @@ def test_zoo_encode_runs_auto_by_default_and_records_its_choice(setup, tmp_path,
     record = {"choice": "onnx-fp32" if json.loads(info.read_text())["parity_max_abs_diff"] <= 1e-4 else "fp32"}
     assert json.loads((tmp_path / "v.npy.json").read_text())["vector_source"]["precision"] == record["choice"]
     # encode at that precision, in one call: every precision's vectors are independent of the batch
-    expected = encoder.encode(texts, precision=record["choice"])
+    expected = encoder.encode(texts, engine=record["choice"])
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), expected, atol=1e-6)
     inference.forget(encoder)

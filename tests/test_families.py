@@ -357,7 +357,7 @@ def test_export_and_encode_on_each_family(family_model, tmp_path, capsys):
         pytest.skip("the same backbone as the ELECTRA discriminator's (its MLM head is not exported)")
     texts = ["今天天气很好", "我们在中国说的话是什么", "hello"]
     encoder = zoo.SentenceEncoder.from_preset(str(family_model["folder"]), pooling="mean", maxlen=16)
-    want = encoder.encode(texts, precision="fp32")
+    want = encoder.encode(texts, engine="fp32")
     np.testing.assert_allclose(encoder.encode(texts), want, atol=1e-6)  # auto: Keras fp32 for these families
     encoder.save_to_preset(tmp_path / "model")
     assert main(["export", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "out"),

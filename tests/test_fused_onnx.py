@@ -69,8 +69,8 @@ def test_cross_encoder_graph_equals_keras(head, zero_segments):
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
     ids = TOKENIZER([a for a, _ in pairs], [b for _, b in pairs], maxlen=32)  # segments 0/1: zeroed in the graph
     np.testing.assert_allclose(run_graph(fused_graph(scorer, served=True), ids),
-                               scorer.score(pairs, precision="fp32"), atol=TOLERANCE)
-    np.testing.assert_allclose(scorer.score(pairs, precision="onnx-fp32"), scorer.score(pairs, precision="fp32"),
+                               scorer.score(pairs, engine="fp32"), atol=TOLERANCE)
+    np.testing.assert_allclose(scorer.score(pairs, engine="onnx-fp32"), scorer.score(pairs, engine="fp32"),
                                atol=TOLERANCE)
 
 
@@ -79,9 +79,9 @@ def test_simbert_retrieval_graph_equals_keras():
     want = np.asarray(sim.encoder.predict_on_batch(BATCH))
     assert np.abs(run_graph(fused_graph(sim), BATCH) - want).max() <= TOLERANCE
     ids = TOKENIZER(TEXTS, maxlen=32)
-    np.testing.assert_allclose(run_graph(fused_graph(sim, served=True), ids), sim.encode(TEXTS, precision="fp32"),
+    np.testing.assert_allclose(run_graph(fused_graph(sim, served=True), ids), sim.encode(TEXTS, engine="fp32"),
                                atol=TOLERANCE)
-    np.testing.assert_allclose(sim.encode(TEXTS, precision="onnx-fp32"), sim.encode(TEXTS, precision="fp32"),
+    np.testing.assert_allclose(sim.encode(TEXTS, engine="onnx-fp32"), sim.encode(TEXTS, engine="fp32"),
                                atol=TOLERANCE)
 
 
@@ -104,8 +104,8 @@ def test_shipped_preset_on_1000_lcqmc_texts_fp32_parity_and_int8():
     keras_out = encoder.predict_rows(rows, precision="fp32")
     fused = encoder.predict_rows(rows, precision="onnx-fp32")
     assert fused.shape == (1000, 256) and np.abs(fused - keras_out).max() <= autotune.PARITY_TOLERANCE
-    int8 = encoder.encode(texts, precision="int8")
-    cosines = np.sum(int8 * encoder.encode(texts, precision="fp32"), axis=1)
+    int8 = encoder.encode(texts, engine="int8")
+    cosines = np.sum(int8 * encoder.encode(texts, engine="fp32"), axis=1)
     assert cosines.min() > 0.999 and cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())
     int8_file = Path(graphs.graph_path(encoder, "int8"))  # quantized from the shipped fp32 graph, cached
     assert {"EmbedLayerNormalization", "SkipLayerNormalization", "QuantizeLinear"} <= ops_of(onnx.load(str(int8_file)))
@@ -126,7 +126,7 @@ def test_auto_is_lossless(fresh_graph_cache, monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="zoo"):
         vectors = encoder.encode(TEXTS)
     assert inference._RUNNERS[encoder]["auto"] == "onnx-fp32" and "precision auto: onnx-fp32" in caplog.text
-    np.testing.assert_allclose(vectors, encoder.encode(TEXTS, precision="fp32"), atol=TOLERANCE)
+    np.testing.assert_allclose(vectors, encoder.encode(TEXTS, engine="fp32"), atol=TOLERANCE)
     [info_path] = fresh_graph_cache.glob("onnx/*/info.json")
     info = json.loads(info_path.read_text())
     assert info["parity_max_abs_diff"] <= TOLERANCE and info["parity_texts"] == len(graphs.PARITY_TEXTS)
@@ -142,10 +142,10 @@ def test_auto_is_lossless(fresh_graph_cache, monkeypatch, caplog):
 def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_graph_cache, monkeypatch, caplog):
     encoder = tiny_encoder()
     with caplog.at_level(logging.INFO, logger="zoo"):
-        vectors = encoder.encode(TEXTS, precision="fastest")
+        vectors = encoder.encode(TEXTS, engine="fastest")
     choice = inference._RUNNERS[encoder]["fastest"]
     assert choice in ("fp32", "onnx-fp32", "int8", "openvino-int8") and f"precision fastest: {choice}" in caplog.text
-    np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, precision=choice))
+    np.testing.assert_array_equal(vectors, encoder.encode(TEXTS, engine=choice))
     [record_path] = fresh_graph_cache.glob("onnx/fastest/*.json")
     record = json.loads(record_path.read_text())
     assert record["choice"] == choice and record["parity_max_abs_diff"] <= autotune.PARITY_TOLERANCE
@@ -156,12 +156,12 @@ def test_fastest_measures_once_records_logs_and_follows_the_weights(fresh_graph_
     twin.set_weights(encoder.get_weights())
     twin.tokenizer = TOKENIZER
     monkeypatch.setattr(autotune, "measure", lambda model: pytest.fail("measured again"))
-    np.testing.assert_array_equal(twin.encode(TEXTS, precision="fastest"), vectors)
+    np.testing.assert_array_equal(twin.encode(TEXTS, engine="fastest"), vectors)
     # new weights: new graphs (the runners follow), measured again
     encoder.set_weights([w + 0.05 for w in encoder.get_weights()])
     with pytest.raises(pytest.fail.Exception, match="measured again"):
-        encoder.encode(TEXTS, precision="fastest")
-    np.testing.assert_allclose(encoder.encode(TEXTS, precision="onnx-fp32"), encoder.encode(TEXTS, precision="fp32"),
+        encoder.encode(TEXTS, engine="fastest")
+    np.testing.assert_allclose(encoder.encode(TEXTS, engine="onnx-fp32"), encoder.encode(TEXTS, engine="fp32"),
                                atol=TOLERANCE)
     assert len(list(fresh_graph_cache.glob("onnx/*/info.json"))) == 2
 
@@ -204,7 +204,7 @@ def test_auto_rules(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
     assert fresh() == "fp32"
     with pytest.raises(ImportError, match=r"pip install 'zoo\[onnx\]'"):
-        encoder.encode(TEXTS, precision="int8")
+        encoder.encode(TEXTS, engine="int8")
 
 
 def test_fastest_is_decided_by_bulk_work_not_by_single_rows(monkeypatch):
@@ -252,27 +252,27 @@ def test_remeasure_replaces_the_recorded_choice(fresh_graph_cache, monkeypatch, 
 def test_fastest_for_a_cross_encoder_scores_the_probe_pairs(fresh_graph_cache):
     scorer = zoo.CrossEncoder(tiny_backbone(seed=8), TOKENIZER, head="cosent", maxlen=32)
     pairs = [(a, b) for a, b in zip(TEXTS, TEXTS[::-1]) if a and b]
-    scores = scorer.score(pairs, precision="fastest")  # measured on the probe pairs, recorded
+    scores = scorer.score(pairs, engine="fastest")  # measured on the probe pairs, recorded
     [info] = fresh_graph_cache.glob("onnx/fastest/*.json")
     record = json.loads(info.read_text())
     assert record["parity_max_abs_diff"] <= TOLERANCE and set(record["spearman"]) == {"onnx-fp32", "int8"} | OPENVINO
     assert record["choice"] == min(record["seconds_batched"], key=record["seconds_batched"].get)
-    np.testing.assert_array_equal(scores, scorer.score(pairs, precision=record["choice"]))
+    np.testing.assert_array_equal(scores, scorer.score(pairs, engine=record["choice"]))
 
 
 def test_a_damaged_cache_is_rebuilt(fresh_graph_cache, caplog):
     encoder = tiny_encoder(seed=5)
-    want = encoder.encode(TEXTS, precision="int8")
+    want = encoder.encode(TEXTS, engine="int8")
     [folder] = [p.parent for p in fresh_graph_cache.glob("onnx/*/info.json")]
     damaged = folder / graphs.ONNX_FILES["int8"]
     damaged.write_bytes(damaged.read_bytes()[:-100])  # truncated
     inference.forget(encoder)
     with caplog.at_level(logging.WARNING, logger="zoo"):
-        np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
+        np.testing.assert_array_equal(encoder.encode(TEXTS, engine="int8"), want)
     assert "damaged ONNX cache, rebuilt" in caplog.text and "model.int8.onnx" in caplog.text
     (folder / graphs.CACHE_INFO).write_text("{not json", encoding="utf-8")
     inference.forget(encoder)
-    np.testing.assert_array_equal(encoder.encode(TEXTS, precision="int8"), want)
+    np.testing.assert_array_equal(encoder.encode(TEXTS, engine="int8"), want)
     assert json.loads((folder / graphs.CACHE_INFO).read_text())["format"] == "zoo-fused-onnx"
 
 
@@ -322,7 +322,7 @@ def test_an_onnx_export_is_served_like_the_saved_model(tmp_path):
     saved, served = answers["saved_model"], answers["onnx"]
     for key in ("rows", "from_ids", "grpc"):
         np.testing.assert_allclose(served[key], saved[key], atol=TOLERANCE, err_msg=key)
-    np.testing.assert_allclose(served["rows"], encoder.encode(TEXTS, precision="fp32"), atol=TOLERANCE)
+    np.testing.assert_allclose(served["rows"], encoder.encode(TEXTS, engine="fp32"), atol=TOLERANCE)
     assert served["ids"] == saved["ids"] and served["signature"] == saved["signature"] == "serving_default"
     assert set(served["meta"]) == set(saved["meta"]) - {"__saved_model_init_op"} == {"serving_default", "text", "ids",
                                                                                       "tokenize"}
@@ -345,6 +345,6 @@ def test_an_int8_onnx_export_of_a_cross_encoder_is_served(tmp_path):
     with ModelServer(tmp_path / "pair", port=0, long_text="truncate") as server:  # TEXTS' long pair: cut
         status, reply = predict(server, {"instances": [{"text_a": a, "text_b": b} for a, b in pairs]})
     assert status == 200, reply
-    want = scorer.score(pairs, precision="fp32")
+    want = scorer.score(pairs, engine="fp32")
     got = np.array(reply["predictions"], "float32")
     assert np.abs(got - want).max() < 0.02 and not np.allclose(got, want, atol=1e-6)

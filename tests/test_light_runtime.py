@@ -56,9 +56,9 @@ assert main(["search", "--index", {str(tmp_path / "index")!r}, "--query", "花�
 assert not {{"tensorflow", "keras", "jax"}} & set(sys.modules)
 """, light_env, tmp_path)
     keras_model = zoo.from_preset("zoo-embed-zh-L4")
-    want = keras_model.encode(TEXTS, precision="fp32")
+    want = keras_model.encode(TEXTS, engine="fp32")
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), want, atol=1e-5)
-    np.testing.assert_allclose(np.load(tmp_path / "q.npy"), keras_model.encode(TEXTS, precision="int8"), atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "q.npy"), keras_model.encode(TEXTS, engine="int8"), atol=1e-5)
     source = json.loads((tmp_path / "v.npy.json").read_text())["vector_source"]
     shipped = json.loads((Path(zoo.paths.PRESETS_DIR) / "zoo-embed-zh-L4/onnx/info.json").read_text())
     assert source == {"runtime": "onnxruntime", "precision": "onnx-fp32",
@@ -74,21 +74,21 @@ def test_onnx_encoder_equals_the_keras_path(light_env):
     assert light.precision == "onnx-fp32" and light.dim == keras_model.dim
     for kwargs in ({}, {"long_text": "chunk", "maxlen": 16}, {"truncate_dim": 64}, {"normalize_embeddings": False},
                    {"batch_size": 2}):
-        np.testing.assert_allclose(light.encode(TEXTS, **kwargs), keras_model.encode(TEXTS, precision="fp32", **kwargs),
+        np.testing.assert_allclose(light.encode(TEXTS, **kwargs), keras_model.encode(TEXTS, engine="fp32", **kwargs),
                                    atol=1e-5, err_msg=str(kwargs))
     assert light.encode("花呗怎么开通").shape == (keras_model.dim,)
-    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="int8")
-    keras_int8 = keras_model.encode(TEXTS, precision="int8")
+    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", engine="int8")
+    keras_int8 = keras_model.encode(TEXTS, engine="int8")
     np.testing.assert_allclose(int8.encode(TEXTS), keras_int8, atol=1e-5)
     assert np.min(np.sum(int8.encode(TEXTS) * light.encode(TEXTS), axis=1)) > 0.999  # int8: lossy, by choice
     with pytest.raises(ValueError, match="runs onnx-fp32"):
-        light.encode(TEXTS, precision="int8")
+        light.encode(TEXTS, engine="int8")
     # the tokenizer is the Keras path's: the same ids for pairs and cut texts
     for a, b in (("花呗怎么开通" * 30, "如何开通花呗"), ("zoo 的 Sentence 向量", None)):
         assert light.tokenizer.encode(a, b, maxlen=32) == keras_model.tokenizer.encode(a, b, maxlen=32)
     # SimBERT's retrieval head ships its graph too
     simbert = OnnxEncoder.from_preset("zoo-simbert-zh-L4")
-    np.testing.assert_allclose(simbert.encode(TEXTS), zoo.from_preset("zoo-simbert-zh-L4").encode(TEXTS, precision="fp32"),
+    np.testing.assert_allclose(simbert.encode(TEXTS), zoo.from_preset("zoo-simbert-zh-L4").encode(TEXTS, engine="fp32"),
                                atol=1e-5)
 
 
@@ -122,7 +122,7 @@ def test_an_index_refuses_queries_of_another_model(light_env, tmp_path, caplog):
     other = OnnxEncoder.from_preset("zoo-simbert-zh-L4")  # also 256-d
     with pytest.raises(zoo.ConfigError, match="another model's graph"):
         zoo.retrieval.SemanticIndex.load(tmp_path / "index", other).search("花呗")
-    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="int8")
+    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", engine="int8")
     with caplog.at_level(logging.WARNING, logger="zoo"):
         hits = zoo.retrieval.SemanticIndex.load(tmp_path / "index", int8).search("花呗如何开通", topk=1)
     assert "holds onnx-fp32 vectors; these texts are encoded at int8" in caplog.text
@@ -132,7 +132,7 @@ def test_an_index_refuses_queries_of_another_model(light_env, tmp_path, caplog):
 def test_queries_of_an_int8_index_are_encoded_at_int8(light_env, tmp_path):
     """One vector per index: an index whose vectors were made at a lossy precision encodes later queries at that
     precision, whichever default the searching encoder has; a caller's explicit precision still wins."""
-    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="int8")
+    int8 = OnnxEncoder.from_preset("zoo-embed-zh-L4", engine="int8")
     zoo.retrieval.SemanticIndex(int8, model="zoo-embed-zh-L4").add(TEXTS).save(tmp_path / "index")
     keras_model = zoo.from_preset("zoo-embed-zh-L4")  # its default: lossless (onnx-fp32)
     index = zoo.retrieval.SemanticIndex.load(tmp_path / "index", keras_model)
@@ -173,7 +173,7 @@ main(["serve", "--model", {str(tmp_path / "export/default")!r}, "--port", "{port
             request = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
             return json.load(urllib.request.urlopen(request, timeout=30))
 
-        want = zoo.from_preset("zoo-embed-zh-L4").encode(TEXTS[:2], precision="fp32")
+        want = zoo.from_preset("zoo-embed-zh-L4").encode(TEXTS[:2], engine="fp32")
         openai = [d["embedding"] for d in post("/embeddings", {"input": TEXTS[:2], "model": "default"})["data"]]
         rest = post("/models/default:predict", {"instances": TEXTS[:2]})["predictions"]
         metadata = json.load(urllib.request.urlopen(base + "/models/default/metadata", timeout=30))
@@ -205,7 +205,7 @@ def test_an_older_zoos_int8_graph_is_not_used(light_env, tmp_path):
     older quantization: the light runtime quantizes the fp32 graph again, as the Keras path does."""
     preset = tmp_path / "preset"
     shutil.copytree(Path(zoo.paths.PRESETS_DIR) / "zoo-embed-zh-L4", preset, ignore=shutil.ignore_patterns("onnx"))
-    want = zoo.from_preset(preset).encode(TEXTS, precision="int8")  # writes fp32 and int8 into the cache, links
+    want = zoo.from_preset(preset).encode(TEXTS, engine="int8")  # writes fp32 and int8 into the cache, links
     folder, info, _ = graphs.find_graphs(preset)
     assert info["quantization"] == {"int8": quantization.QUANTIZATION}
     beside = os.path.join(folder, graphs.INT8_GRAPH)

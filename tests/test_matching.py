@@ -129,7 +129,7 @@ def test_score_is_the_head_spec_and_predict_is_keras(cross):
     logits = cross.predict(ids, verbose=0, batch_size=2)
     assert logits.shape == (2, 2)
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    np.testing.assert_allclose(cross.score(pairs, precision="fp32"), p[:, 1], atol=1e-5)
+    np.testing.assert_allclose(cross.score(pairs, engine="fp32"), p[:, 1], atol=1e-5)
     assert type(cross).predict is zoo.Task.predict and zoo.Task.predict.__qualname__ == "Task.predict"
     np.testing.assert_allclose(cross.predict(pairs, verbose=0), logits, atol=1e-5)
     spec = zoo.heads.HeadSpec.score("cosent")

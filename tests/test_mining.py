@@ -20,7 +20,7 @@ class Vectors:
     def __init__(self):
         self.calls = []
 
-    def encode(self, texts, batch_size=64, precision="auto"):
+    def encode(self, texts, batch_size=64, engine="auto"):
         self.calls.append(list(texts))
         rows = []
         for text in texts:

@@ -150,11 +150,11 @@ def test_openvino_int8_of_the_shipped_preset():
     streams); close to fp32 but not equal (lossy by choice); recorded as OpenVINO's."""
     encoder = zoo.from_preset("zoo-embed-zh-L4")
     texts = lcqmc_texts(300)
-    vectors = encoder.encode(texts, precision="openvino-int8")
-    light = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="openvino-int8")
+    vectors = encoder.encode(texts, engine="openvino-int8")
+    light = OnnxEncoder.from_preset("zoo-embed-zh-L4", engine="openvino-int8")
     np.testing.assert_array_equal(light.encode(texts), vectors)
     np.testing.assert_allclose(np.stack([light.encode(t) for t in texts[:20]]), vectors[:20], atol=1e-6)
-    cosines = np.sum(vectors * encoder.encode(texts, precision="fp32"), axis=1)  # the attention in int8 too: a
+    cosines = np.sum(vectors * encoder.encode(texts, engine="fp32"), axis=1)  # the attention in int8 too: a
     assert cosines.min() > 0.995 and 0.999 < cosines.mean() < 1 - 1e-6, (cosines.min(), cosines.mean())  # bit further
     hint = light._runner.session._request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT")
     assert str(hint) == "<Type: 'float32'>", hint  # float parts in float32 on every CPU, bf16 or not
@@ -194,5 +194,5 @@ assert not {{"tensorflow", "keras", "jax"}} & set(sys.modules) and "openvino" in
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "v.npy.json").read_text())["vector_source"]["runtime"] == "openvino"
-    want = OnnxEncoder.from_preset("zoo-embed-zh-L4", precision="openvino-int8").encode(TEXTS[:4])
+    want = OnnxEncoder.from_preset("zoo-embed-zh-L4", engine="openvino-int8").encode(TEXTS[:4])
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), want, atol=1e-6)

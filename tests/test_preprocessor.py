@@ -30,7 +30,7 @@ def shipped():
 def test_predict_on_strings_is_the_models_own_output(shipped):
     """predict(["花呗怎么开通"]) gives the model's unnormalised vector, as encode() at fp32 without normalisation; a
     list, a numpy array and a tf.data dataset of strings give the same."""
-    want = shipped.encode(TEXTS, normalize_embeddings=False, precision="fp32")
+    want = shipped.encode(TEXTS, normalize_embeddings=False, engine="fp32")
     assert not np.allclose(np.linalg.norm(want, axis=1), 1.0, atol=1e-3)  # unnormalised: the model's own output
     np.testing.assert_allclose(shipped.predict(["花呗怎么开通"], verbose=0), want[:1], atol=1e-6)
     np.testing.assert_allclose(shipped.predict(TEXTS, verbose=0), want, atol=1e-5)

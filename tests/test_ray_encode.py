@@ -77,7 +77,7 @@ def test_ray_rows_equal_texts_encoded_alone(cluster, setup, tmp_path, precision)
     root, texts = setup
     encoder = zoo.SentenceEncoder.from_preset(root / "enc")
     lines = (root / "texts.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    alone = np.stack([encoder.encode([t], precision=precision)[0] for t in lines])
+    alone = np.stack([encoder.encode([t], engine=precision)[0] for t in lines])
     job(root, tmp_path / "v.npy", engine="ray", processes=2, batch_size=5, precision=precision)
     assert np.abs(np.load(tmp_path / "v.npy") - alone).max() <= 1e-6
 

@@ -69,15 +69,15 @@ def test_encode_equals_sentence_transformers(st_folders, case, monkeypatch, tmp_
     assert encoder.dim == expected.shape[1]
     assert max(len(p) for p in encoder.tokenizer.piece_ids(TEXTS)) > MAXLEN  # some texts are cut
 
-    got = encoder.encode(TEXTS, precision="fp32")
+    got = encoder.encode(TEXTS, engine="fp32")
     print(f"{case}: max |zoo - sentence-transformers| = {np.abs(got - expected).max():.2e}")
     np.testing.assert_allclose(got, expected, atol=1e-5)
     norms = np.linalg.norm(got, axis=1)
     assert np.abs(norms - 1.0).max() < 1e-5 if normalize else np.abs(norms - 1.0).max() > 1e-2
     unit = expected / np.linalg.norm(expected, axis=1, keepdims=True)  # asked for, or for cosines: normalised
-    np.testing.assert_allclose(encoder.encode(TEXTS, precision="fp32", normalize_embeddings=True), unit, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS, engine="fp32", normalize_embeddings=True), unit, atol=1e-5)
     np.testing.assert_allclose(encoder.similarity(TEXTS[:3], TEXTS[:3]), unit[:3] @ unit[:3].T, atol=1e-5)
-    one_by_one = np.stack([encoder.encode(t, precision="fp32") for t in TEXTS[:4]])  # no padding at all
+    one_by_one = np.stack([encoder.encode(t, engine="fp32") for t in TEXTS[:4]])  # no padding at all
     np.testing.assert_allclose(one_by_one, expected[:4], atol=1e-5)
 
     if case in FUSED:  # the default precision as the tests pin it (auto's measurement: test_fused_onnx.py)
@@ -102,7 +102,7 @@ def test_fused_graph_of_a_sentence_transformers_folder(st_folders, monkeypatch, 
     monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
     for case in FUSED:
         folder, expected = st_folders[case]
-        got = zoo.SentenceEncoder.from_preset(folder).encode(TEXTS, precision="onnx-fp32")
+        got = zoo.SentenceEncoder.from_preset(folder).encode(TEXTS, engine="onnx-fp32")
         print(f"{case} onnx-fp32: max |zoo - sentence-transformers| = {np.abs(got - expected).max():.2e}")
         np.testing.assert_allclose(got, expected, atol=1e-5)
 
@@ -115,12 +115,12 @@ def test_a_pooling_or_dense_the_fused_graph_lacks_is_refused_by_onnx_and_exports
     encoder = zoo.SentenceEncoder.from_preset(folder)
     for precision in ("onnx-fp32", "int8"):
         with pytest.raises(TypeError, match="no fused graph for a SentenceEncoder with pooling 'weightedmean'"):
-            encoder.encode(TEXTS, precision=precision)
+            encoder.encode(TEXTS, engine=precision)
     with pytest.raises(TypeError, match="no fused graph .* with pooling 'weightedmean'"):
         export_onnx(encoder, tmp_path / "model.onnx")
     cls_dense = zoo.SentenceEncoder.from_preset(st_folders["weightedmean_dense"][0], pooling="cls")
     with pytest.raises(TypeError, match="Dense layers after the pooling"):  # a fused pooling, but Dense layers
-        cls_dense.encode(TEXTS, precision="onnx-fp32")
+        cls_dense.encode(TEXTS, engine="onnx-fp32")
 
     monkeypatch.setenv("ZOO_PRECISION", "int8")  # a default for auto, not a demand: fp32 here, said once
     forget(encoder)
@@ -146,11 +146,11 @@ def test_a_sentence_transformers_encoder_round_trips_as_a_zoo_preset(st_folders,
         loaded = zoo.SentenceEncoder.from_preset(tmp_path / case)
         assert (loaded.pooling, loaded.dense, loaded.normalize, loaded.maxlen, loaded.dim) == \
             (encoder.pooling, encoder.dense, encoder.normalize, encoder.maxlen, encoder.dim)
-        np.testing.assert_array_equal(loaded.encode(TEXTS, precision="fp32"), encoder.encode(TEXTS, precision="fp32"))
-        np.testing.assert_allclose(loaded.encode(TEXTS, precision="fp32"), expected, atol=1e-5)
+        np.testing.assert_array_equal(loaded.encode(TEXTS, engine="fp32"), encoder.encode(TEXTS, engine="fp32"))
+        np.testing.assert_allclose(loaded.encode(TEXTS, engine="fp32"), expected, atol=1e-5)
         encoder.save(str(tmp_path / f"{case}.keras"))
         again = zoo.SentenceEncoder.from_preset(tmp_path / f"{case}.keras")
-        np.testing.assert_array_equal(again.encode(TEXTS, precision="fp32"), encoder.encode(TEXTS, precision="fp32"))
+        np.testing.assert_array_equal(again.encode(TEXTS, engine="fp32"), encoder.encode(TEXTS, engine="fp32"))
 
 
 def test_the_backbone_of_an_older_folder_loads_from_its_transformer_module(st_folders):
@@ -173,9 +173,9 @@ def test_given_pooling_and_maxlen_win_over_the_folder_with_a_warning(st_folders,
     assert (encoder.pooling, encoder.maxlen) == ("cls", 8)
     assert any(r.levelname == "WARNING" and "'cls' given" in r.getMessage() and "'mean'" in r.getMessage()
                for r in caplog.records)
-    assert not np.allclose(encoder.encode(TEXTS, precision="fp32"), expected, atol=1e-3)
+    assert not np.allclose(encoder.encode(TEXTS, engine="fp32"), expected, atol=1e-3)
     same = zoo.SentenceEncoder.from_preset(folder, pooling="mean")  # agreeing: no warning, the folder's model
-    np.testing.assert_allclose(same.encode(TEXTS, precision="fp32"), expected, atol=1e-5)
+    np.testing.assert_allclose(same.encode(TEXTS, engine="fp32"), expected, atol=1e-5)
     generic = zoo.from_preset(folder)  # zoo.from_preset leaves the folder's pooling and length alone
     assert isinstance(generic, zoo.SentenceEncoder) and (generic.pooling, generic.maxlen) == ("mean", MAXLEN)
 
@@ -250,9 +250,10 @@ def test_pooling_modes_exclude_padding_and_follow_their_formulas():
         Pooling("max+median")
 
 
-def test_the_query_prompt_becomes_the_query_prefix(st_folders, tmp_path, caplog):
-    """config_sentence_transformers.json's "query" prompt is put before queries (``encode_queries``), as
-    sentence-transformers' ``encode_query`` does; a default prompt zoo does not apply is warned about."""
+def test_the_folders_prompts_are_the_encoders_prompts(st_folders, tmp_path, caplog):
+    """config_sentence_transformers.json's prompts and default prompt: encode(prompt_name=...), the default prompt
+    and encode_queries ("query") give sentence-transformers' vectors; prompts kept out of the pooling
+    (include_prompt false), which zoo does not do, are dropped with a warning."""
     source, _ = st_folders["mean"]
     folder = tmp_path / "prompts"
     shutil.copytree(source, folder)
@@ -262,9 +263,18 @@ def test_the_query_prompt_becomes_the_query_prefix(st_folders, tmp_path, caplog)
     assert zoo.SentenceEncoder.from_preset(folder).query_prefix == "查询："
     config.update(prompts={"query": "查询：", "passage": "文档："}, default_prompt_name="passage")
     (folder / "config_sentence_transformers.json").write_text(json.dumps(config))
+    encoder = zoo.SentenceEncoder.from_preset(folder)
+    assert (encoder.prompts, encoder.default_prompt_name) == ({"query": "查询：", "passage": "文档："}, "passage")
+    theirs = torch_reference.run("st_encode", folder=str(folder), texts=TEXTS,
+                                 calls=[{}, {"prompt_name": "query"}, {"prompt": "看："}])
+    np.testing.assert_allclose(encoder.encode(TEXTS, engine="fp32"), theirs["0"], atol=1e-5)
+    np.testing.assert_allclose(encoder.encode_queries(TEXTS, engine="fp32"), theirs["1"], atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS, prompt="看：", engine="fp32"), theirs["2"], atol=1e-5)
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "include_prompt": False}))
     with caplog.at_level(logging.WARNING, logger="zoo"):
-        zoo.SentenceEncoder.from_preset(folder)
-    assert any("'passage' prompt" in r.getMessage() for r in caplog.records)
+        assert zoo.SentenceEncoder.from_preset(folder).prompts == {}
+    assert any("include_prompt false" in r.getMessage() for r in caplog.records)
 
 
 def test_an_unnormalised_folder_exports_and_serves_the_vectors_encode_gives(st_folders, tmp_path, monkeypatch):
@@ -275,7 +285,7 @@ def test_an_unnormalised_folder_exports_and_serves_the_vectors_encode_gives(st_f
     folder, expected = st_folders["mean"]  # Normalize: False
     encoder = zoo.SentenceEncoder.from_preset(folder)
     assert encoder.head_spec().normalize is False
-    raw = encoder.encode(TEXTS, precision="fp32")
+    raw = encoder.encode(TEXTS, engine="fp32")
     np.testing.assert_allclose(raw, expected, atol=1e-5)
     assert np.abs(np.linalg.norm(raw, axis=1) - 1.0).max() > 1e-2
 

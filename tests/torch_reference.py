@@ -312,9 +312,26 @@ def _legacy_layout(folder, spec):
         json.dump(legacy, f)
 
 
+def op_st_quantize(args, batch=None, state=None):
+    """sentence-transformers' ``quantize_embeddings`` of ``batch["embeddings"]`` at each of ``args["precisions"]``,
+    over ``state["ranges"]`` where given."""
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    ranges = (state or {}).get("ranges")
+    return {p: quantize_embeddings(batch["embeddings"], precision=p, ranges=ranges) for p in args["precisions"]}
+
+
+def op_st_encode(args, batch=None, state=None):
+    """``SentenceTransformer(folder).encode(texts, **options)`` for each options dict of ``args["calls"]``."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(args["folder"], device="cpu")
+    return {str(i): model.encode(args["texts"], **options) for i, options in enumerate(args["calls"])}
+
+
 OPS = {"build": op_build, "from_pretrained": op_from_pretrained, "torch_load": op_torch_load,
        "save_views": op_save_views, "build_family": op_build_family,
-       "st_folder": op_st_folder}
+       "st_folder": op_st_folder, "st_quantize": op_st_quantize, "st_encode": op_st_encode}
 
 
 def main(op, folder):

@@ -629,6 +629,8 @@ def distribute_table(src):
 
 
 PAGE_TITLES = {  # the pages of the results files no page above covers: (title, what it shows)
+    "cached": ("Cached in-batch negatives (GradCache)", "peak memory and step time of a large in-batch ranking batch, "
+               "cached in mini-batches and not"),
     "million_milvus_10k": ("Milvus Lite beside zoo's indexes", "Milvus Lite's FLAT and IVF_FLAT beside exact search "
                            "and HNSW on a small sample of the million-sentence corpus"),
     "quality_ablation": ("Word-order ablation", "word-order negatives and in-batch ranking, each and together, "

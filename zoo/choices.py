@@ -8,6 +8,9 @@ from .errors import ConfigError
 
 # sentence vectors (``zoo.pooling``); the last four are sentence-transformers' max, lasttoken, weightedmean and
 # mean_sqrt_len_tokens
+DEPRECATED_IN, REMOVED_IN = "0.3", "0.4"  # old spellings (flags, arguments): still accepted until REMOVED_IN
+# encode(engine=): the runtime that computes the vectors (``zoo.inference.precisions``); ``precision=`` is the output's
+ENGINES = ("auto", "fastest", "fp32", "bf16", "onnx-fp32", "int8", "openvino-int8")
 POOLINGS = ("cls", "mean", "first-last-avg", "pooler", "max", "lasttoken", "weightedmean", "mean_sqrt_len")
 SCORE_HEADS = ("softmax", "cosent")  # a cross-encoder's score heads (``zoo.heads.HeadSpec``)
 PAIR_OBJECTIVES = ("cosent", "sbert", "cosine_mse")  # a bi-encoder's pair losses (``zoo.losses.objective_loss``)

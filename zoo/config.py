@@ -21,7 +21,7 @@ import typing
 
 from .choices import (DISTRIBUTE_MODES, DVBERT_OBJECTIVES, POOLINGS, PRETRAINING_OBJECTIVES,  # noqa: F401 -- kept
                       SCORE_HEADS, check_warmup)  # importable from here through the move to zoo.choices
-from .choices import PAIR_FILE_FORMATS, TASKS
+from .choices import PAIR_FILE_FORMATS, REMOVED_IN, TASKS
 from .errors import ConfigError
 from .logs import log, show_bars
 from .paths import DEFAULT_PRESET
@@ -32,7 +32,6 @@ CROSS_ENCODER_HEADS = SCORE_HEADS  # the name this module gave them before zoo.c
 ENV_COORDINATOR = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 ENV_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
-DEPRECATED_IN, REMOVED_IN = "0.3", "0.4"  # old flag spellings: still accepted until REMOVED_IN
 
 
 def option(default=None, help="", *, flag=None, choices=None, append=False, required=False, aliases=()):

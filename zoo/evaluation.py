@@ -91,7 +91,7 @@ class AccuracyEvaluator(Evaluator):
 
     def __call__(self, model):
         scores = model.score(list(zip(self.dataset.texts_a, self.dataset.texts_b)), batch_size=self.batch_size,
-                              precision="fp32")
+                              engine="fp32")
         self.scores = scores
         threshold, acc = best_threshold(scores, self.dataset.labels)
         return {"accuracy": 100 * acc, "threshold": threshold}
@@ -166,8 +166,8 @@ def pair_scores(model, dataset, batch_size=128):
     """Similarity scores of a model on a PairDataset: cosine for an encoder (SentenceEncoder, SimBERT), the
     cross-encoder's score otherwise."""
     if hasattr(model, "similarity_pairwise"):
-        return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size, precision="fp32")
-    return model.score(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size, precision="fp32")
+        return model.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size, engine="fp32")
+    return model.score(list(zip(dataset.texts_a, dataset.texts_b)), batch_size=batch_size, engine="fp32")
 
 
 def evaluate_task(model, data, batch_size=128, valid_scores=None):

@@ -30,37 +30,56 @@ def similarity(a, b, function="cosine", pairwise=False):
     return -(np.linalg.norm(difference, axis=-1) if function == "euclidean" else np.abs(difference).sum(-1))
 
 
-EMBEDDING_DTYPES = ("float32", "float16", "int8", "binary")
+OUTPUT_PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")  # sentence-transformers' encode(precision=)
+EMBEDDING_DTYPES = ("float32", "float16") + OUTPUT_PRECISIONS[1:]  # ``zoo encode --dtype``: the same names, and float16
+STORED_DTYPES = {"float32": "float32", "float16": "float16", "int8": "int8", "uint8": "uint8", "binary": "int8",
+                 "ubinary": "uint8"}  # the numpy dtype each is stored as
 
 
-def int8_scales(sample):
-    """Per-dimension symmetric int8 scales from a sample of (normalised) embeddings: 127 / max |x_d|."""
-    return (127.0 / np.maximum(np.abs(np.asarray(sample, dtype="float32")).max(axis=0), 1e-6)).astype("float32")
+def embedding_ranges(sample):
+    """[2, d]: the per-dimension minimum and maximum of a sample of embeddings [n, d] (sentence-transformers'
+    ``ranges``, the buckets of int8 and uint8)."""
+    sample = np.atleast_2d(np.asarray(sample, dtype="float32"))
+    return np.stack([sample.min(axis=0), sample.max(axis=0)]).astype("float32")
 
 
-def quantize_embeddings(x, dtype, scales=None):
-    """Store embeddings as ``dtype``: float32, float16, int8 (``round(x * scales)``, clipped to +-127; scales from
-    ``int8_scales``) or binary (the signs packed 8 per byte, uint8 [n, ceil(d / 8)])."""
+def quantize_embeddings(x, precision, ranges=None):
+    """Embeddings [n, d] as ``precision``, with sentence-transformers' ``quantize_embeddings`` meanings: float32,
+    float16; uint8 (each dimension's [min, max] of ``ranges`` cut into 256 buckets) and int8 (the same minus 128);
+    ubinary (the signs, 8 per byte, uint8 [n, ceil(d / 8)]) and binary (ubinary minus 128, as int8).
+
+    Equal to sentence-transformers' (6.x) given the same ``ranges``; values outside them go to the end buckets.
+    Unlike it, ``ranges`` is required for int8/uint8: sentence-transformers takes them from the batch by default,
+    zoo never does (a text's vector must not depend on its neighbours; ``encode`` uses the model's own)."""
     x = np.asarray(x, dtype="float32")
-    if dtype in ("float32", "float16"):
-        return x.astype(dtype)
-    if dtype == "int8":
-        if scales is None:
-            raise ValueError("int8 embeddings need per-dimension scales (int8_scales of a sample)")
-        return np.clip(np.rint(x * scales), -127, 127).astype("int8")
-    if dtype == "binary":
-        return np.packbits(x > 0, axis=-1)
-    raise ValueError(f"embedding dtype must be one of {EMBEDDING_DTYPES}, got {dtype!r}")
+    if precision in ("float32", "float16"):
+        return x.astype(precision)
+    if precision in ("int8", "uint8"):
+        if ranges is None:
+            raise ValueError(f"{precision} embeddings need ranges: [2, d] per-dimension minima and maxima "
+                             f"(zoo.vectors.embedding_ranges of a sample)")
+        ranges = np.asarray(ranges, dtype="float32")
+        if ranges.shape != (2, x.shape[-1]):
+            raise ValueError(f"ranges must have shape (2, {x.shape[-1]}), got {ranges.shape}")
+        steps = (ranges[1] - ranges[0]) / 255
+        buckets = np.clip(np.floor((x - ranges[0]) / np.where(steps == 0, 1, steps)), 0, 255)
+        return buckets.astype("uint8") if precision == "uint8" else (buckets - 128).astype("int8")
+    if precision in ("binary", "ubinary"):
+        bits = np.packbits(x > 0, axis=-1)
+        return bits if precision == "ubinary" else (bits.astype("int16") - 128).astype("int8")
+    raise ValueError(f"precision must be one of {EMBEDDING_DTYPES}, got {precision!r}")
+
+
+def dequantize_embeddings(q, precision, ranges):
+    """Float approximations of int8 or uint8 embeddings: each bucket's middle (``quantize_embeddings``'s inverse)."""
+    ranges = np.asarray(ranges, dtype="float32")
+    buckets = np.asarray(q, dtype="float32") + (128 if precision == "int8" else 0)
+    return ranges[0] + (buckets + 0.5) * (ranges[1] - ranges[0]) / 255
 
 
 def stored_width(dim, dtype):
-    """Columns of a stored [n, dim] embedding array: dim, or ceil(dim / 8) bytes for binary."""
-    return -(-dim // 8) if dtype == "binary" else dim
-
-
-def dequantize_int8(q, scales):
-    """Float approximations of int8 embeddings (``q / scales``)."""
-    return np.asarray(q, dtype="float32") / scales
+    """Columns of a stored [n, dim] embedding array: dim, or ceil(dim / 8) bytes for binary and ubinary."""
+    return -(-dim // 8) if dtype in ("binary", "ubinary") else dim
 
 
 def mean_of_windows(vectors, owner, weights, n):

@@ -52,7 +52,8 @@ class SentenceTransformersFolder:
     normalize: bool = False
     maxlen: int | None = None
     do_lower_case: bool | None = None
-    query_prefix: str = ""
+    prompts: dict = field(default_factory=dict)
+    default_prompt_name: str | None = None
     embedding_dimension: int | None = None
     similarity_fn_name: str = "cosine"
 
@@ -224,18 +225,15 @@ def _max_seq_length(transformer, st_config):
 
 
 def _read_model_config(folder, result, include_prompt):
-    """config_sentence_transformers.json: its similarity function, and its "query" prompt as the encoder's
-    ``query_prefix``; a warning for what zoo does not apply (a default prompt, prompts kept out of the pooling)."""
+    """config_sentence_transformers.json: its similarity function, prompts and default prompt; prompts kept out of
+    the pooling (include_prompt false), which zoo does not do, are dropped with a warning."""
     config = _read_optional(os.path.join(folder, ST_MODEL_CONFIG))
     result.similarity_fn_name = config.get("similarity_fn_name") or "cosine"
-    prompts = config.get("prompts") or {}
-    default = config.get("default_prompt_name")
-    if default and prompts.get(default):
-        log.warning("%s: sentence-transformers puts the %r prompt %r before every text; zoo's encode does not",
-                    folder, default, prompts[default])
-    query = prompts.get("query") or ""
-    if query and not include_prompt:
-        log.warning("%s: the query prompt is kept out of the pooling (include_prompt false), which zoo does not "
-                    "do: it is not used as the query prefix", folder)
-    elif query:
-        result.query_prefix = query
+    prompts = {str(k): str(v) for k, v in (config.get("prompts") or {}).items()}
+    if any(prompts.values()) and not include_prompt:
+        log.warning("%s: the prompts are kept out of the pooling (include_prompt false), which zoo does not do: "
+                    "they are not used", folder)
+        return
+    result.prompts = prompts
+    result.default_prompt_name = config.get("default_prompt_name") if config.get("default_prompt_name") in prompts \
+        else None

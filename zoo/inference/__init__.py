@@ -1,6 +1,6 @@
 """Inference: what runs a task model's forward pass, and how fast.
 
-- ``precisions``: the precisions of ``encode(..., precision=...)`` and their runners (Keras fp32, a bf16 copy,
+- ``precisions``: the engines of ``encode(..., engine=...)`` and their runners (Keras fp32, a bf16 copy,
   ONNX Runtime and OpenVINO graphs), ``auto``'s and ``fastest``'s choice;
 - ``autotune``: ``fastest``'s measurement on this machine, recorded in zoo's cache;
 - ``fused_onnx`` and ``standard_onnx``: the fused ONNX Runtime graph written from a model's weights, and its

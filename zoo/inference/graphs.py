@@ -253,13 +253,16 @@ def link_folder(weights_sha256):
 
 def encoder_record(model):
     """What the light runtime needs to encode like ``model`` (a SentenceEncoder, or SimBERT's retrieval head):
-    its class, vector width, maxlen, normalisation and query prefix."""
+    its class, vector width, maxlen, normalisation, prompts and similarity function."""
     served = model.served_model() if hasattr(model, "served_model") else model
     spec = served.head_spec()
     return {"class": type(model).__name__, "output": spec.output, "pooling": spec.pooling,
             "dim": int(getattr(served, "dim", 0) or 0), "maxlen": int(served.maxlen),
             "max_input_tokens": getattr(model, "max_input_tokens", None),
-            "normalize": spec.normalize, "query_prefix": getattr(served, "query_prefix", "")}
+            "normalize": spec.normalize, "query_prefix": getattr(served, "query_prefix", ""),
+            "prompts": dict(getattr(served, "prompts", {})),
+            "default_prompt_name": getattr(served, "default_prompt_name", None),
+            "similarity_fn_name": getattr(served, "similarity_fn_name", "cosine")}
 
 
 def link_preset(folder, directory, weights_sha256):

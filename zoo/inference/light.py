@@ -24,7 +24,9 @@ import os
 from ..paths import sha256_of
 from ..tokenizer.wordpiece import Tokenizer
 from .graphs import FP32_GRAPH, PARITY_TOLERANCE, find_graphs, int8_graph
-from .pipeline import embed_texts, predict_sorted
+from ..vectors import similarity
+from .pipeline import (calibration_ranges, embed_texts, encode_arguments, engine_argument, output_as, predict_sorted,
+                       prompted)
 from .sessions import GraphRunner, engine_of, open_session, pad_length, require_onnx
 
 RUNTIME_PRECISIONS = ("auto", "onnx-fp32", "int8", "openvino-int8")  # what the light runtime runs (auto: lossless)
@@ -43,24 +45,29 @@ class OnnxEncoder:
     """
 
     def __init__(self, graph, tokenizer, maxlen, dim=None, normalize=True, query_prefix="", precision="onnx-fp32",
-                 max_input_tokens=None, source=None, graph_sha256=None):
+                 max_input_tokens=None, source=None, graph_sha256=None, prompts=None, default_prompt_name=None,
+                 similarity_fn_name="cosine"):
         require_onnx()
         self.graph, self.tokenizer, self.maxlen, self.precision = os.fspath(graph), tokenizer, int(maxlen), precision
-        self.normalize, self.query_prefix, self.source = normalize, query_prefix, source
+        self.normalize, self.source = normalize, source
+        self.prompts = dict(prompts or ({"query": query_prefix} if query_prefix else {}))
+        self.default_prompt_name, self.similarity_fn_name = default_prompt_name, similarity_fn_name
+        self._ranges = {}
         self.max_input_tokens = max_input_tokens or self.maxlen
         self._runner = GraphRunner(open_session(self.graph, precision))
         self.graph_sha256 = graph_sha256 or sha256_of(self.graph)  # given where a manifest already checked it
         self.dim = int(dim or self._run(tokenizer.pad([tokenizer.encode("")])).shape[-1])
 
     @classmethod
-    def from_preset(cls, path, precision="auto"):
-        """The encoder of the model at ``path`` (a preset name or folder, a run folder, an ONNX export) at
-        ``precision``: "auto" or "onnx-fp32" (the fused float32 graph: lossless), "int8" (its calibrated int8
-        version, lossy by choice) or "openvino-int8" (the same on OpenVINO: ``zoo.inference.openvino_engine``).
-        FileNotFoundError when no fused graph exists for it: load it with
+    def from_preset(cls, path, engine="auto", precision=None):
+        """The encoder of the model at ``path`` (a preset name or folder, a run folder, an ONNX export) run by
+        ``engine``: "auto" or "onnx-fp32" (the fused float32 graph: lossless), "int8" (its calibrated int8
+        version, lossy by choice) or "openvino-int8" (the same on OpenVINO: ``zoo.inference.openvino_engine``);
+        ``precision``: its name before zoo 0.3. FileNotFoundError when no fused graph exists for it: load it with
         ``zoo.from_preset`` (Keras), whose first ONNX call writes one."""
+        precision = engine_argument(engine, precision)
         if precision not in RUNTIME_PRECISIONS:
-            raise ValueError(f"OnnxEncoder runs precision {RUNTIME_PRECISIONS}, got {precision!r} (Keras runs the "
+            raise ValueError(f"OnnxEncoder runs engine {RUNTIME_PRECISIONS}, got {precision!r} (Keras runs the "
                              f"others: zoo.from_preset)")
         found = find_graphs(path)
         if found is None:
@@ -85,6 +92,8 @@ class OnnxEncoder:
             graph, precision = os.path.join(folder, FP32_GRAPH), "onnx-fp32"
         return cls(graph, tokenizer, encoder["maxlen"], dim=encoder.get("dim"),
                    normalize=encoder.get("normalize", True), query_prefix=encoder.get("query_prefix", ""),
+                   prompts=encoder.get("prompts"), default_prompt_name=encoder.get("default_prompt_name"),
+                   similarity_fn_name=encoder.get("similarity_fn_name", "cosine"),
                    precision=precision, max_input_tokens=encoder.get("max_input_tokens"), source=os.fspath(path),
                    graph_sha256=(info.get("files", {}).get(FP32_GRAPH) or {}).get("sha256")
                    if graph.endswith(FP32_GRAPH) else None)
@@ -99,28 +108,53 @@ class OnnxEncoder:
 
         return predict_sorted(rows, self._runner, pad, batch_size, show_progress_bar, unit)
 
+    @property
+    def engine(self):
+        """The runtime this encoder runs (``encode``'s ``engine``): chosen in ``from_preset``."""
+        return self.precision
+
+    @property
+    def query_prefix(self):
+        """The "query" prompt ("" when there is none)."""
+        return self.prompts.get("query", "")
+
     def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
-               truncate_dim=None, long_text="truncate", stride=None, precision=None):
-        """Embed texts -> float32 [n, dim] (a single str gives [dim]): ``SentenceEncoder.encode``'s arguments and
-        vectors. ``precision`` is the encoder's own (choose it in ``from_preset``); another value is refused."""
-        if precision not in (None, "auto", self.precision):
-            raise ValueError(f"this OnnxEncoder runs {self.precision}; load another for {precision!r} "
-                             f"(OnnxEncoder.from_preset(path, precision=...))")
-        return embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(rows, batch_size, show_progress_bar,
-                                                                                 unit="sent"),
-                           self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride,
-                           self.normalize if normalize_embeddings is None else normalize_embeddings)
+               truncate_dim=None, long_text="truncate", stride=None, precision="float32", engine=None,
+               prompt_name=None, prompt=None, ranges=None):
+        """Embed texts -> [n, dim] (a single str gives [dim]): ``SentenceEncoder.encode``'s arguments and vectors.
+        ``engine`` is the encoder's own (choose it in ``from_preset``); another value is refused."""
+        engine, precision = encode_arguments(engine, precision, ranges)
+        if engine not in (None, "auto", self.precision):
+            raise ValueError(f"this OnnxEncoder runs {self.precision}; load another for {engine!r} "
+                             f"(OnnxEncoder.from_preset(path, engine=...))")
+        normalize = self.normalize if normalize_embeddings is None else normalize_embeddings
+        texts = prompted(texts, self.prompts, prompt_name, prompt, self.default_prompt_name)
+        vectors = embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(rows, batch_size,
+                                                                                    show_progress_bar, unit="sent"),
+                              self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride, normalize)
+        if precision in ("int8", "uint8") and ranges is None:
+            ranges = self.quantization_ranges(None, normalize, truncate_dim, maxlen)
+        return output_as(vectors, precision, ranges)
+
+    def quantization_ranges(self, engine=None, normalize_embeddings=None, truncate_dim=None, maxlen=None):
+        """``SentenceEncoder.quantization_ranges``: the int8/uint8 buckets from zoo's calibration texts."""
+        key = (normalize_embeddings, truncate_dim, maxlen)
+        if key not in self._ranges:
+            self._ranges[key] = calibration_ranges(lambda texts: self.encode(
+                texts, normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim, maxlen=maxlen,
+                engine=engine))
+        return self._ranges[key]
 
     def encode_queries(self, texts, **kwargs):
-        """``encode`` for search queries, after the model's query prefix (none: plain ``encode``)."""
-        if self.query_prefix:
-            texts = self.query_prefix + texts if isinstance(texts, str) else [self.query_prefix + t for t in texts]
+        """``encode`` for search queries, with the model's "query" prompt (none: plain ``encode``)."""
+        if "query" in self.prompts and "prompt" not in kwargs:
+            kwargs.setdefault("prompt_name", "query")
         return self.encode(texts, **kwargs)
 
     def similarity(self, a, b, batch_size=64):
-        """Cosine matrix [len(a), len(b)] between two lists of texts."""
-        return self.encode(list(a), batch_size=batch_size, normalize_embeddings=True) @ \
-            self.encode(list(b), batch_size=batch_size, normalize_embeddings=True).T
+        """Scores [len(a), len(b)] between two lists of texts by the model's ``similarity_fn_name``."""
+        return similarity(self.encode(list(a), batch_size=batch_size), self.encode(list(b), batch_size=batch_size),
+                          self.similarity_fn_name)
 
     def vector_source(self, precision=None):
         """How this encoder's vectors are made (recorded by ``zoo encode`` and indexes; served at /v1/models)."""
@@ -139,6 +173,6 @@ def light_encoder(path, precision="auto"):
     except ImportError:
         return None
     try:
-        return OnnxEncoder.from_preset(path, precision)
+        return OnnxEncoder.from_preset(path, engine=precision)
     except FileNotFoundError:
         return None

@@ -1,4 +1,4 @@
-"""Inference precisions for a task model's batched prediction (``encode(..., precision=...)``).
+"""Inference engines for a task model's batched prediction (``encode(..., engine=...)``; internally "precision").
 
 - ``fp32``: the Keras model itself (XLA-compiled on TensorFlow and JAX).
 - ``bf16``: a bfloat16 copy of the model (weights and arithmetic). Only CPUs with AVX512-BF16 or AMX do bf16
@@ -34,13 +34,14 @@ from __future__ import annotations
 import os
 import weakref
 
+from ..choices import ENGINES
 from ..fingerprints import weights_fingerprint
 from ..hardware import bf16_supported
 from ..logs import log
 from .autotune import decide, forget_record
 from .graphs import ONNX_PRECISIONS, onnx_session
 
-PRECISIONS = ("auto", "fastest", "fp32", "bf16", "onnx-fp32", "int8", "openvino-int8")
+PRECISIONS = ENGINES  # the name before encode(engine=)
 _RUNNERS = weakref.WeakKeyDictionary()  # model -> {"fingerprint": ..., precision: Runner, "auto": precision}
 _warned = set()
 
@@ -62,7 +63,7 @@ class Runner:
 
 def check_precision(precision):
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        raise ValueError(f"engine must be one of {ENGINES}, got {precision!r}")
     return precision
 
 

@@ -54,6 +54,10 @@ class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
     in_batch_weight: float = option(0.0, "add W x an in-batch ranking loss to CoSENT: each paraphrase pair's first "
                                          "text ranks its partner above the batch's other second texts, word-order "
                                          "negatives included (multiple negatives ranking; cosent)")
+    cached_mini_batch_size: int | None = option(None, "cached in-batch negatives (GradCache, as sentence-"
+                                                      "transformers' CachedMultipleNegativesRankingLoss): compute "
+                                                      "each --in-batch-weight batch N texts at a time, so a large "
+                                                      "batch fits in the memory of N (one more forward pass a step)")
     word_order_valid: bool = option(False, "also select on WORDORDER: LCQMC valid's paraphrase pairs plus each one's "
                                            "first text against its word-order rewrite (label 0)")
     ict_corpus: tuple = option((), "inverse cloze task: also train on (sentence, the passage around it) pairs of "
@@ -93,6 +97,16 @@ class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
                 self.objective != "cosent" or self.matryoshka_dims or self.streamed):
             raise ConfigError("--word-order-negatives / --in-batch-weight need --loss cosent, without "
                               "--matryoshka-dims, --stream or --train-files")
+        if self.cached_mini_batch_size is not None:
+            if not self.in_batch_weight:
+                raise ConfigError("--cached-mini-batch-size caches the in-batch ranking loss: it needs "
+                                  "--in-batch-weight W (other losses split into independent parts: "
+                                  "--gradient-accumulation-steps)")
+            if self.cached_mini_batch_size < 2:
+                raise ConfigError(f"--cached-mini-batch-size must be >= 2, got {self.cached_mini_batch_size}")
+            if self.adversarial_epsilon is not None or self.distribute != "none":
+                raise ConfigError("--cached-mini-batch-size with --adversarial-epsilon or --distribute: not "
+                                  "supported (each has its own train step)")
         if self.ict_corpus and not self.in_batch_weight:
             raise ConfigError("--ict-corpus needs --in-batch-weight W: its pairs train through the in-batch ranking")
         if self.query_prefix and not self.ict_corpus:
@@ -169,16 +183,17 @@ def batches(config, encoder, splits):
 
 def trainer(config, encoder, batches):
     """The compiled training model: the cosine of each pair (at each ``--matryoshka-dims`` too), the SBERT softmax
-    head, or the embeddings (``--in-batch-weight``), with ``--loss`` and Adam at ``--lr`` (``--warmup``: linear
-    warm-up, then linear decay)."""
+    head, or the embeddings (``--in-batch-weight``; ``--cached-mini-batch-size``: GradCache's step), with ``--loss``
+    and Adam at ``--lr`` (``--warmup``: linear warm-up, then linear decay)."""
     from ..losses import objective_loss
     from ..models.bi_encoder import build_trainer
     from ..train.adversarial import adversarial
+    from ..train.cached import cached
     from ..train.optimizers import training_optimizer
     from ..train.schedules import learning_rate
 
-    model = adversarial(build_trainer(encoder, config.objective, config.matryoshka_dims,
-                                      in_batch=bool(config.in_batch_weight)), config.adversarial_epsilon)
+    model = build_trainer(encoder, config.objective, config.matryoshka_dims, in_batch=bool(config.in_batch_weight))
+    model = cached(adversarial(model, config.adversarial_epsilon), config.cached_mini_batch_size)
     model.compile(optimizer=training_optimizer("adam", learning_rate(config.lr, config.warmup,
                                                                      config.epochs * len(batches)),
                                                **config.optimizer_options()),

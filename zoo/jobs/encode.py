@@ -5,8 +5,8 @@ The lines are read lazily; each chunk of ``--chunk-size`` lines is embedded and 
 ``OUT.npy.partial/vectors.npy`` (file writes, not a mapping: memory stays flat however many lines), then
 recorded as done. A killed run resumes at the first chunk not done; ``--processes N`` runs N local workers,
 worker p taking every chunk c with c % N == p (each with its share of the cores). When every chunk is done the
-array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, int8 scales, and
-``vector_source``: the runtime, precision and ONNX graph sha256 that made the vectors). Where the model's fused
+array moves to OUT.npy in one rename, with OUT.npy.json beside it (model, rows, storage dtype, the int8/uint8
+``ranges``, and ``vector_source``: the runtime, engine and ONNX graph sha256 that made the vectors). Where the model's fused
 graph exists the lines are embedded by the light runtime (``zoo.inference.light``: ONNX Runtime, no TensorFlow).
 """
 
@@ -21,18 +21,16 @@ import time
 
 import numpy as np
 
-from ..choices import POOLINGS
+from ..choices import DEPRECATED_IN, ENGINES, POOLINGS, REMOVED_IN
 from ..config import option
 from ..data.tasks import count_lines, iter_chunks, iter_lines
 from ..errors import ConfigError, DataError, MissingFileError, ZooError
 from ..hardware import usable_cpus
-from ..inference.precisions import PRECISIONS
 from ..logs import log, progress
 from ..paths import DEFAULT_ENCODER, write_json_atomic
-from ..vectors import EMBEDDING_DTYPES, int8_scales, quantize_embeddings, stored_width
+from ..vectors import EMBEDDING_DTYPES, STORED_DTYPES, quantize_embeddings, stored_width
 from .encode_rows import ChunkRows, done_chunks
 
-CALIBRATION_LINES = 2048  # int8 storage: per-dimension scales from the embeddings of the first lines
 
 
 @dataclasses.dataclass
@@ -44,7 +42,7 @@ class EncodeConfig:
     input: str = option(None, "text file, one text per line (UTF-8; .gz allowed)", required=True)
     column: int | None = option(None, "embed the N-th TAB-separated field of each line (1-based), e.g. 1 for the "
                                       "first text of a pair file (default: the whole line)")
-    output: str = option(None, "the .npy file to write ([lines, dim]; binary: [lines, dim / 8] uint8)",
+    output: str = option(None, "the .npy file to write ([lines, dim]; binary and ubinary: [lines, ceil(dim / 8)])",
                          required=True)
     batch_size: int = option(64, "texts per model call")
     maxlen: int | None = option(None, "tokens per text (default: the model's)")
@@ -53,15 +51,17 @@ class EncodeConfig:
     long_text: str = option("truncate", "texts over maxlen tokens: cut, or averaged over overlapping windows",
                             choices=("truncate", "chunk"))
     truncate_dim: int | None = option(None, "keep the first D dimensions of each vector (then L2-normalise)")
-    dtype: str = option("float32", "how vectors are stored: float32, float16, int8 (per-dimension scales in "
-                                   "OUT.npy.json) or binary (signs, 8 per byte)", choices=EMBEDDING_DTYPES)
-    precision: str = option("auto", "the model's arithmetic: auto (lossless: the fused fp32 ONNX graph where its "
+    dtype: str = option("float32", "how vectors are stored, with sentence-transformers' names (encode(precision=)): "
+                                   "float32, float16, uint8 or int8 (256 buckets per dimension over the model's "
+                                   "ranges, written to OUT.npy.json), ubinary (signs, 8 per byte) or binary (ubinary "
+                                   "minus 128, int8)", choices=EMBEDDING_DTYPES)
+    precision: str = option("auto", "the runtime (Python: encode(engine=)): auto (lossless: the fused fp32 ONNX graph where its "
                                     "parity with Keras was shown, else Keras fp32), fastest (the fastest path "
                                     "measured close to fp32 here; may be int8), fp32 (Keras), bf16 (CPUs with "
                                     "AVX512-BF16/AMX, else fp32 with a warning), onnx-fp32 or int8 (a fused ONNX "
                                     "Runtime graph; zoo.inference). Where the model's fused graph exists, auto, "
                                     "onnx-fp32 and int8 run without TensorFlow (zoo.inference.light)",
-                            choices=PRECISIONS)
+                            choices=ENGINES)
     remeasure: bool = option(False, "with --precision fastest: measure this machine's choice again (replacing a "
                                     "record taken, say, while the machine was busy)")
     processes: int = option(1, "local worker processes, worker p encoding every chunk c with c % N == p (with "
@@ -83,6 +83,10 @@ class EncodeConfig:
             raise ConfigError("--address is for --engine ray")
         if self.column is not None and self.column < 1:
             raise ConfigError(f"--column counts from 1, got {self.column}")
+        if self.dtype == "binary":
+            log.warning("--dtype binary is sentence-transformers' binary since zoo %s (int8: the packed bits minus "
+                        "128); the uint8 bits it wrote before are --dtype ubinary (this note goes in zoo %s)",
+                        DEPRECATED_IN, REMOVED_IN)
 
 
 def load_light(config):
@@ -123,7 +127,7 @@ def inputs_over(model, config):
 
 def embed(model, texts, config):
     return model.encode(texts, batch_size=config.batch_size, show_progress_bar=False, long_text=config.long_text,
-                        truncate_dim=config.truncate_dim, precision=config.precision)
+                        truncate_dim=config.truncate_dim, engine=config.precision)
 
 
 # ------------------------------------------------------------------------------ the work folder
@@ -142,10 +146,9 @@ def _start_work(work, settings, model, config):
     """Create the work folder (in one rename): meta.json and a zero-filled vectors.npy of the final shape."""
     dim = config.truncate_dim or model.dim
     meta = dict(settings, dim=dim, shape=[settings["lines"], stored_width(dim, config.dtype)],
-                stored_dtype="uint8" if config.dtype == "binary" else config.dtype)
-    if config.dtype == "int8":
-        sample = [t for _, t in zip(range(CALIBRATION_LINES), (t for _, t in iter_lines(config.input, config.column)))]
-        meta["int8_scales"] = int8_scales(embed(model, sample, config)).tolist()
+                stored_dtype=STORED_DTYPES[config.dtype])
+    if config.dtype in ("int8", "uint8"):  # the model's own, from zoo's calibration texts: not from this file
+        meta["ranges"] = model.quantization_ranges(config.precision, None, config.truncate_dim).tolist()
     tmp = work + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
@@ -169,13 +172,13 @@ def encode_shard(config, work, shard=0, shards=1, model=None, on_chunk=None):
             model = load_encoder(config)
     with open(os.path.join(work, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
-    scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
+    ranges = np.asarray(meta["ranges"], dtype="float32") if "ranges" in meta else None
     done = done_chunks(work)
     with ChunkRows(work, meta, str(shard)) as rows:
         for index, start, texts in iter_chunks(config.input, config.chunk_size, config.column):
             if index % shards != shard or index in done:
                 continue
-            embedded = quantize_embeddings(embed(model, texts, config), config.dtype, scales)
+            embedded = quantize_embeddings(embed(model, texts, config), config.dtype, ranges)
             rows.write(index, start, np.ascontiguousarray(embedded).tobytes())
             if on_chunk is not None:
                 on_chunk(len(texts))

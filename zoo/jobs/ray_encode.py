@@ -46,17 +46,17 @@ class ChunkEncoder:
     """A Ray actor: one model copy (``load(config)``); a batch of chunk descriptions -> their rows (stored dtype)
     as bytes, embedded with ``embed(model, texts, config)`` (the encode job's own functions)."""
 
-    def __init__(self, config, scales, threads, load, embed):
+    def __init__(self, config, ranges, threads, load, embed):
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        self.config, self.scales, self.embed, self.model = config, scales, embed, load(config)
+        self.config, self.ranges, self.embed, self.model = config, ranges, embed, load(config)
 
     def __call__(self, batch):
         out = []
         for chunk, offset, start, count in zip(batch["chunk"], batch["offset"], batch["start"], batch["count"]):
             texts = read_chunk(self.config.input, int(offset), int(start), int(count), self.config.column)
-            rows = quantize_embeddings(self.embed(self.model, texts, self.config), self.config.dtype, self.scales)
+            rows = quantize_embeddings(self.embed(self.model, texts, self.config), self.config.dtype, self.ranges)
             out.append(np.ascontiguousarray(rows).tobytes())
         return {"chunk": batch["chunk"], "start": batch["start"], "rows": np.array(out, dtype=object)}
 
@@ -86,11 +86,11 @@ def encode_chunks(config, work, meta, done, load, embed, on_chunk=None):
         return
     cpus = int(ray.cluster_resources().get("CPU", 1))
     per_actor = max(1, cpus // config.processes)
-    scales = np.asarray(meta["int8_scales"], dtype="float32") if "int8_scales" in meta else None
+    ranges = np.asarray(meta["ranges"], dtype="float32") if "ranges" in meta else None
     log.info("ray: %d chunks on %d actors (%d CPU each, cluster of %d CPUs)", len(todo), config.processes, per_actor,
              cpus)
     dataset = ray.data.from_items(todo).map_batches(
-        ChunkEncoder, fn_constructor_args=(config, scales, per_actor, load, embed), batch_size=1, batch_format="numpy",
+        ChunkEncoder, fn_constructor_args=(config, ranges, per_actor, load, embed), batch_size=1, batch_format="numpy",
         concurrency=config.processes, num_cpus=per_actor)
     try:
         with ChunkRows(work, meta, "ray") as rows:

@@ -8,7 +8,8 @@ from keras import ops
 
 from ..backbones import BertBackbone, backbone_inputs
 from ..heads import HeadSpec
-from ..inference.pipeline import embed_texts
+from ..inference.pipeline import (calibration_ranges, embed_texts, encode_arguments, engine_argument, output_as,
+                                  prompted)
 from ..logs import log
 from ..losses import pair_cosine
 from ..pooling import Pooling, pooling_modes
@@ -29,8 +30,10 @@ class SentenceEncoder(Task):
 
     As a Keras model it maps the tokenizer's dict (``token_ids``, ``segment_ids``, ``padding_mask``) to
     un-normalised [B, H] vectors, so it can be a layer of a larger model and be fine-tuned.
-    ``query_prefix``: the text put before search queries (``encode_queries``) when the model was trained with one
-    (asymmetric retrieval, e.g. "query: "); saved with the model.
+    ``prompts``: named texts put before the input (sentence-transformers' ``prompts``: ``encode(texts,
+    prompt_name="query")``), e.g. {"query": "query: "} for asymmetric retrieval; ``default_prompt_name``: the one
+    ``encode`` uses when none is named; both saved with the model. ``query_prefix``: the "query" prompt, the name it
+    had before (``encode_queries`` puts it first).
     ``dense``: Dense layers after the pooling, one dict each (``units``, ``activation``: a Keras name, default
     linear, ``use_bias``: default True), as sentence-transformers' Dense modules. ``normalize``: whether
     ``encode`` L2-normalises by default (False for a sentence-transformers folder without a Normalize module).
@@ -41,7 +44,7 @@ class SentenceEncoder(Task):
     """
 
     def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, query_prefix="", dense=None,
-                 normalize=True, similarity_fn_name="cosine", **kwargs):
+                 normalize=True, similarity_fn_name="cosine", prompts=None, default_prompt_name=None, **kwargs):
         modes = pooling_modes(pooling)
         if "first-last-avg" in modes and not backbone.output_hidden_states:
             raise ValueError("pooling='first-last-avg' needs a backbone built with output_hidden_states=True "
@@ -60,7 +63,11 @@ class SentenceEncoder(Task):
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.maxlen = maxlen
-        self.query_prefix = query_prefix
+        self.prompts = dict(prompts or {})
+        if query_prefix:
+            self.query_prefix = query_prefix
+        self.default_prompt_name = default_prompt_name
+        self._ranges = {}  # (engine, normalize, truncate_dim, weights) -> int8/uint8 ranges (calibration_ranges)
         self.dense = dense
         self.normalize = bool(normalize)
         self.similarity_fn_name = similarity_fn_name
@@ -75,6 +82,29 @@ class SentenceEncoder(Task):
         if name not in SIMILARITY_FUNCTIONS:
             raise ValueError(f"similarity_fn_name must be one of {SIMILARITY_FUNCTIONS}, got {name!r}")
         self._similarity_fn_name = name
+
+    @property
+    def query_prefix(self):
+        """The "query" prompt ("" when there is none): what ``encode_queries`` puts before each query."""
+        return self.prompts.get("query", "")
+
+    @query_prefix.setter
+    def query_prefix(self, text):
+        if text:
+            self.prompts["query"] = text
+        else:
+            self.prompts.pop("query", None)
+
+    @property
+    def default_prompt_name(self):
+        """The prompt ``encode`` uses when none is named (None: no prompt), as in sentence-transformers."""
+        return self._default_prompt_name
+
+    @default_prompt_name.setter
+    def default_prompt_name(self, name):
+        if name is not None and name not in self.prompts:
+            raise ValueError(f"default_prompt_name {name!r} is not one of the prompts: {sorted(self.prompts)}")
+        self._default_prompt_name = name
 
     @property
     def max_seq_length(self):
@@ -139,8 +169,8 @@ class SentenceEncoder(Task):
                         folder.maxlen, max_positions, max_positions)
             folder.maxlen = max_positions
         encoder = cls(backbone, tokenizer, pooling=pooling, maxlen=maxlen or folder.maxlen or max_positions,
-                      query_prefix=folder.query_prefix, dense=folder.dense, normalize=folder.normalize,
-                      similarity_fn_name=folder.similarity_fn_name)
+                      prompts=folder.prompts, default_prompt_name=folder.default_prompt_name, dense=folder.dense,
+                      normalize=folder.normalize, similarity_fn_name=folder.similarity_fn_name)
         for i, weights in enumerate(folder.dense_weights):
             encoder.get_layer(f"sentence_dense_{i}").set_weights(weights)
         encoder.check_vocabulary(folder.transformer)
@@ -149,8 +179,9 @@ class SentenceEncoder(Task):
         return encoder
 
     def get_config(self):
-        return self._config(pooling=self.pooling, maxlen=self.maxlen, query_prefix=self.query_prefix,
-                            dense=self.dense, normalize=self.normalize, similarity_fn_name=self.similarity_fn_name)
+        return self._config(pooling=self.pooling, maxlen=self.maxlen, prompts=self.prompts,
+                            default_prompt_name=self.default_prompt_name, dense=self.dense, normalize=self.normalize,
+                            similarity_fn_name=self.similarity_fn_name)
 
     @property
     def dim(self):
@@ -165,45 +196,73 @@ class SentenceEncoder(Task):
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, batch_size=64, normalize_embeddings=None, show_progress_bar=None, maxlen=None,
-               truncate_dim=None, long_text="truncate", stride=None, precision="auto"):
-        """Embed texts -> float32 array [n, H] in input order (a single str gives [H]).
+               truncate_dim=None, long_text="truncate", stride=None, precision="float32", engine="auto",
+               prompt_name=None, prompt=None, ranges=None):
+        """Embed texts -> an array [n, d] in input order (a single str gives [d]); sentence-transformers' arguments
+        with its meanings (docs/inference.md has the two side by side).
 
         Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled; "" encodes
-        as ``[CLS] [SEP]``. A text longer than ``maxlen`` tokens (default ``self.maxlen``) is cut
-        (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping windows of ``maxlen``
-        tokens (a new window every ``stride`` tokens, default half a window) whose L2-normalised vectors are
-        averaged, each weighted by its token count (``zoo.vectors.mean_of_windows``; a served model's
-        ``--long-text chunk`` is the same code). ``truncate_dim``: keep the first d dimensions (Matryoshka-style), then
-        normalise. ``normalize_embeddings``: L2-normalise the vectors (default: the model's ``normalize``, True but
-        for a sentence-transformers folder without a Normalize module, as sentence-transformers' ``encode``).
-        ``precision``: "auto" (lossless: the fused fp32 ONNX graph where its parity with Keras was shown, else
-        Keras fp32), "fastest" (the fastest path measured close to fp32 on this machine; may be int8), "fp32"
-        (Keras), "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused
-        ONNX Runtime graph, float or statically quantized with calibrated scales), "openvino-int8" (the int8
-        graph run by OpenVINO); see ``zoo.inference``.
+        as ``[CLS] [SEP]``. ``prompt`` (a string) or ``prompt_name`` (one of ``self.prompts``, default
+        ``default_prompt_name``) goes before each text. A text longer than ``maxlen`` tokens (default
+        ``self.maxlen``) is cut (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping
+        windows of ``maxlen`` tokens (a new window every ``stride`` tokens, default half a window) whose
+        L2-normalised vectors are averaged, each weighted by its token count (``zoo.vectors.mean_of_windows``; a
+        served model's ``--long-text chunk`` is the same code). ``truncate_dim``: keep the first d dimensions
+        (Matryoshka-style), then normalise. ``normalize_embeddings``: L2-normalise the vectors (default: the model's
+        ``normalize``, True but for a sentence-transformers folder without a Normalize module).
+
+        ``precision``: the output, as sentence-transformers': "float32", "uint8" and "int8" (256 buckets per
+        dimension over ``ranges`` [2, d], by default the model's own from zoo's calibration texts, never from the
+        batch), "ubinary" (signs packed 8 per byte) or "binary" (the same minus 128, int8); see
+        ``zoo.vectors.quantize_embeddings``. ``engine``: the runtime that computes the float vectors: "auto"
+        (lossless: the fused fp32 ONNX graph where its parity with Keras was shown, else Keras fp32), "fastest" (the
+        fastest path measured close to fp32 on this machine; may be int8), "fp32" (Keras), "bf16" (CPUs with
+        AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime graph, float or
+        statically quantized with calibrated scales), "openvino-int8" (the int8 graph run by OpenVINO); see
+        ``zoo.inference``. Until zoo 0.4 a runtime's name given as ``precision`` still picks the runtime, with a
+        warning; ``precision="int8"`` without ``ranges`` is refused (it was the runtime's).
         """
         self._require_tokenizer()
-        return embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(
-            rows, batch_size, maxlen or self.maxlen, show_progress_bar, unit="sent", precision=precision),
-            self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride,
-            self.head_spec().normalize if normalize_embeddings is None else normalize_embeddings)
+        engine, precision = encode_arguments(engine, precision, ranges)
+        normalize = self.head_spec().normalize if normalize_embeddings is None else normalize_embeddings
+        texts = prompted(texts, self.prompts, prompt_name, prompt, self.default_prompt_name)
+        vectors = embed_texts(texts, self.tokenizer, lambda rows: self.predict_rows(
+            rows, batch_size, maxlen or self.maxlen, show_progress_bar, unit="sent", precision=engine),
+            self.dim, maxlen or self.maxlen, truncate_dim, long_text, stride, normalize)
+        if precision in ("int8", "uint8") and ranges is None:
+            ranges = self.quantization_ranges(engine, normalize, truncate_dim, maxlen)
+        return output_as(vectors, precision, ranges)
 
-    def vector_source(self, precision="auto"):
-        """How ``encode(..., precision=precision)`` makes vectors (recorded by ``zoo encode`` and indexes; served at
-        /v1/models): the runtime, the precision that runs and the sha256 of its ONNX graph (None on Keras)."""
+    def quantization_ranges(self, engine="auto", normalize_embeddings=None, truncate_dim=None, maxlen=None):
+        """[2, d]: the per-dimension minima and maxima that ``encode(precision="int8" or "uint8")`` buckets, from
+        this model's vectors of zoo's calibration texts at these settings (computed once per settings and weights):
+        they depend on the model alone, so a text's quantized vector never depends on the texts beside it."""
+        from ..fingerprints import weights_fingerprint
+
+        key = (engine, normalize_embeddings, truncate_dim, maxlen, weights_fingerprint(self))
+        if key not in self._ranges:
+            self._ranges[key] = calibration_ranges(lambda texts: self.encode(
+                texts, normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim, maxlen=maxlen,
+                engine=engine, show_progress_bar=False))
+        return self._ranges[key]
+
+    def vector_source(self, engine="auto", precision=None):
+        """How ``encode(..., engine=engine)`` makes vectors (recorded by ``zoo encode`` and indexes; served at
+        /v1/models): the runtime, the engine that runs (its ``precision`` field) and the sha256 of its ONNX graph
+        (None on Keras)."""
         from ..inference.graphs import ONNX_PRECISIONS, graph_path
         from ..inference.precisions import runner
         from ..inference.sessions import engine_of
         from ..paths import sha256_of
 
-        ran = runner(self, precision).precision
+        ran = runner(self, engine_argument(engine, precision)).precision
         graph = sha256_of(graph_path(self, ran)) if ran in ONNX_PRECISIONS else None
         return {"runtime": engine_of(ran) if graph else "keras", "precision": ran, "graph_sha256": graph}
 
     def encode_queries(self, texts, **kwargs):
-        """``encode`` for search queries: each text after the model's ``query_prefix`` (none: plain ``encode``)."""
-        if self.query_prefix:
-            texts = self.query_prefix + texts if isinstance(texts, str) else [self.query_prefix + t for t in texts]
+        """``encode`` for search queries: with the model's "query" prompt (none: plain ``encode``)."""
+        if "query" in self.prompts and "prompt" not in kwargs:
+            kwargs.setdefault("prompt_name", "query")
         return self.encode(texts, **kwargs)
 
     def similarity(self, a, b, batch_size=64):
@@ -212,14 +271,14 @@ class SentenceEncoder(Task):
         return similarity(self._as_embeddings(a, batch_size), self._as_embeddings(b, batch_size),
                           self.similarity_fn_name)
 
-    def similarity_pairwise(self, a, b, batch_size=64, precision="auto"):
+    def similarity_pairwise(self, a, b, batch_size=64, engine="auto", precision=None):
         """The score (``similarity_fn_name``) of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once
-        (at ``precision``)."""
+        (by ``engine``; ``precision``: its name before zoo 0.3)."""
         if len(a) != len(b):
             raise ValueError(f"similarity_pairwise: {len(a)} texts vs {len(b)} texts")
         unique = list(dict.fromkeys(list(a) + list(b)))
         index = {t: i for i, t in enumerate(unique)}
-        emb = self.encode(unique, batch_size=batch_size, precision=precision)
+        emb = self.encode(unique, batch_size=batch_size, engine=engine_argument(engine, precision))
         return similarity(emb[[index[t] for t in a]], emb[[index[t] for t in b]], self.similarity_fn_name,
                           pairwise=True)
 

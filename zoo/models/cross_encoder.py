@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from ..heads import HeadSpec
 from ..logs import log
 from ..paths import atomic_file, resolve, sha256_of
+from ..inference.pipeline import engine_argument
 from ..tokenizer.wordpiece import Tokenizer
 from .task import Task
 
@@ -68,11 +69,12 @@ class CrossEncoder(Task):
     def head_spec(self):
         return HeadSpec.score(self.head, self.zero_segments)
 
-    def score(self, pairs, batch_size=64, show_progress_bar=None, precision="auto"):
+    def score(self, pairs, batch_size=64, show_progress_bar=None, engine="auto", precision=None):
         """Scores for (text_a, text_b) pairs -> [n] float32: P(similar) for softmax, the raw score for cosent.
 
         Pairs are batched by length; results come back in input order. Empty texts raise ValueError.
-        ``precision``: as ``SentenceEncoder.encode`` (``zoo.inference``).
+        ``engine``: the runtime, as ``SentenceEncoder.encode``'s (``zoo.inference``); ``precision``: its name before
+        zoo 0.3.
         """
         pairs = list(pairs)
         for i, pair in enumerate(pairs):
@@ -82,7 +84,7 @@ class CrossEncoder(Task):
             return np.zeros(0, dtype="float32")
         rows = self.encode_pairs([a for a, _ in pairs], [b for _, b in pairs])
         logits = self.predict_rows(rows, batch_size, show_progress_bar=show_progress_bar, unit="pair",
-                                   precision=precision)
+                                   precision=engine_argument(engine, precision))
         return self.head_spec().serve_numpy(logits)
 
 

@@ -84,11 +84,11 @@ class SimBERT(Task):
     def encode(self, texts, **kwargs):
         return self.encoder.encode(texts, **kwargs)
 
-    def vector_source(self, precision="auto"):
-        return self.encoder.vector_source(precision)
+    def vector_source(self, engine="auto", precision=None):
+        return self.encoder.vector_source(engine, precision)
 
-    def similarity_pairwise(self, a, b, batch_size=64, precision="auto"):
-        return self.encoder.similarity_pairwise(a, b, batch_size=batch_size, precision=precision)
+    def similarity_pairwise(self, a, b, batch_size=64, engine="auto", precision=None):
+        return self.encoder.similarity_pairwise(a, b, batch_size=batch_size, engine=engine, precision=precision)
 
     def fit_paraphrase_cosine(self, dataset, batch_size=64):
         """Set ``paraphrase_cosine`` to the retrieval head's accuracy-best cosine threshold on a 0/1-labelled

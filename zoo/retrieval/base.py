@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ..errors import CheckpointError, ConfigError
+from ..inference.pipeline import engine_argument
 from ..logs import log
 from ..paths import read_json_file
 from ..vectors import normalize_rows
@@ -147,18 +148,20 @@ class SemanticIndex:
 
     def _encoded(self, encode, texts, **kwargs):
         """``encode(texts, ...)`` of the encoder, checked against how the stored vectors were made
-        (``vector_source``: runtime, precision, ONNX graph sha256), which the first texts embedded record: vectors
+        (``vector_source``: runtime, engine (its ``precision`` field), ONNX graph sha256), which the first texts embedded record: vectors
         of another model's graph at the same precision are refused. One vector per index: where the stored vectors
         were made at a lossy precision (int8, openvino-int8, bf16), later texts and queries are encoded at that
         same precision (unless the caller names one), so that two int8 graphs never meet in one index; a caller's
         other lossy precision is warned of once."""
         source = getattr(self.encoder, "vector_source", None)
         stored = self.vector_source
+        if "precision" in kwargs:  # the engine's name before zoo 0.3
+            kwargs["engine"] = engine_argument(kwargs.pop("engine", "auto"), kwargs.pop("precision"))
         if source is not None and stored and stored.get("precision") not in LOSSLESS_PRECISIONS \
-                and "precision" not in kwargs:
-            kwargs["precision"] = stored["precision"]
+                and "engine" not in kwargs:
+            kwargs["engine"] = stored["precision"]
         if source is not None and not self._source_checked:
-            now = source(kwargs.get("precision", "auto"))
+            now = source(kwargs.get("engine", "auto"))
             if stored is None:
                 self.vector_source = now
             elif stored.get("precision") == now["precision"] and None not in (stored.get("graph_sha256"),

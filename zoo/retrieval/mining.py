@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import ConfigError
+from ..inference.pipeline import engine_argument
 from ..vectors import normalize_rows
 
 
@@ -28,7 +29,7 @@ class MiningReport:
 
 def mine_hard_negatives(pairs, encoder, corpus=None, *, num_negatives=1, range_min=0, range_max=50, margin=None,
                         max_score=None, cross_encoder=None, cross_encoder_max_score=0.5, batch_size=64,
-                        precision="auto"):
+                        engine="auto", precision=None):
     """Mine ``num_negatives`` hard negatives for each (anchor, positive) of ``pairs`` -> ([(anchor, positive,
     negative)], MiningReport).
 
@@ -56,8 +57,9 @@ def mine_hard_negatives(pairs, encoder, corpus=None, *, num_negatives=1, range_m
     known = list(dict.fromkeys(corpus + [p for _, p in pairs]))
     where = {t: i for i, t in enumerate(known)}
     encode_queries = getattr(encoder, "encode_queries", encoder.encode)
-    anchor_vectors = normalize_rows(encode_queries(anchors, batch_size=batch_size, precision=precision))
-    text_vectors = normalize_rows(encoder.encode(known, batch_size=batch_size, precision=precision))
+    engine = engine_argument(engine, precision)
+    anchor_vectors = normalize_rows(encode_queries(anchors, batch_size=batch_size, engine=engine))
+    text_vectors = normalize_rows(encoder.encode(known, batch_size=batch_size, engine=engine))
     corpus_vectors = text_vectors[:len(corpus)]
     report = MiningReport(anchors=len(anchors), pairs=len(pairs))
     depth = min(len(corpus), range_max)
