@@ -15,7 +15,10 @@ README.md opens with its two set-up commands (a venv, an install, the main job o
 suite itself): they are not run here but by CI itself (``.ci/run`` installs from scratch and runs the suite), and
 are counted with the marked blocks.
 
-Blocks of other languages (text, json, console output) are not run. A page whose run blocks read ``../shared``
+The blocks run with ``ZOO_JIT_COMPILE=0`` (training jobs as ``--no-jit-compile``): on the CPUs the suite runs on,
+XLA makes training 2.4x slower (bench/results/train_xla.md), and what a page's example shows does not depend on
+it; the tests of training itself run XLA's path. Blocks of other languages (text, json, console output) are not
+run. A page whose run blocks read ``../shared``
 needs the shared data (skipped without it; failed under CI=true). The test ids count each page's run blocks.
 """
 
@@ -168,7 +171,8 @@ class PageRun:
         if SHARED.exists():
             (tmp_path / "shared").symlink_to(SHARED)
         self.env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                        PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+                        PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1",
+                        ZOO_JIT_COMPILE="0")  # the commands' training without XLA: 2.4x faster on CPUs
         self.python = self.lines = None
         self.background = []  # (process, block)
         self.waiting = None  # (url, block) the next block waits for

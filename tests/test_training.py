@@ -526,3 +526,10 @@ def test_layer_decay_scales_each_layers_steps_and_the_piecewise_schedule_follows
     np.testing.assert_allclose(got, [0.0, 5e-4, 1e-3, 5.5e-4, 1e-4, 1e-4], rtol=1e-5, atol=1e-9)
     config = training_optimizer("adamw", 1e-3, lr_schedule={0: 1, 10: 0}).get_config()["learning_rate"]
     assert config["class_name"] == "PiecewiseLinear" and config["config"] == {"peak": 1e-3, "points": {0: 1.0, 10: 0.0}}
+
+
+def test_zoo_jit_compile_0_trains_without_xla(tiny_setup, tmp_path, monkeypatch):
+    """``ZOO_JIT_COMPILE=0`` turns the default XLA compilation off, as ``--no-jit-compile``; unset, XLA stays on."""
+    assert config(tiny_setup, tmp_path / "xla", jit_compile=True).jit_compile is True
+    monkeypatch.setenv("ZOO_JIT_COMPILE", "0")
+    assert config(tiny_setup, tmp_path / "no_xla", jit_compile=True).jit_compile is False
