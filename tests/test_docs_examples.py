@@ -15,7 +15,7 @@ README.md opens with its two set-up commands (a venv, an install, the main job o
 suite itself): they are not run here but by CI itself (``.ci/run`` installs from scratch and runs the suite), and
 are counted with the marked blocks.
 
-The blocks run with ``ZOO_JIT_COMPILE=0`` (training jobs as ``--no-jit-compile``): on the CPUs the suite runs on,
+The blocks run with ``ZOO_JIT_COMPILE=0`` (TensorFlow training jobs as ``--no-jit-compile``): on the CPUs the suite runs on,
 XLA makes training 2.4x slower (bench/results/train_xla.md), and what a page's example shows does not depend on
 it; the tests of training itself run XLA's path. Blocks of other languages (text, json, console output) are not
 run. A page whose run blocks read ``../shared``

@@ -217,3 +217,20 @@ def test_api_reference_renders_examples_as_code(site):
     models = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
     example = entry(models, "zoo.models.bi_encoder.SentenceEncoder")
     assert '<div class="highlight"><pre>' in example.split('id="zoo.models.bi_encoder.SentenceEncoder.', 1)[0]
+
+
+def test_search_finds_chinese_words(site):
+    """The built search index splits text where the search plugin's jieba put zero-width spaces between Chinese
+    words (its dictionary plus tools/search_words.txt, which keeps product names like 花呗 whole), so a Chinese word a
+    page contains is a search term; with whitespace and hyphens alone (the default separator) it is not."""
+    import json
+    import re
+
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    separator = index["config"]["separator"]
+
+    def pages_with(word, pattern):
+        return [doc["location"] for doc in index["docs"] if word in re.split(pattern, doc["text"])]
+
+    assert pages_with("花呗", separator), separator
+    assert not pages_with("花呗", r"[\s\-]+")  # the default separator: no Chinese word is a term

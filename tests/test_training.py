@@ -529,7 +529,10 @@ def test_layer_decay_scales_each_layers_steps_and_the_piecewise_schedule_follows
 
 
 def test_zoo_jit_compile_0_trains_without_xla(tiny_setup, tmp_path, monkeypatch):
-    """``ZOO_JIT_COMPILE=0`` turns the default XLA compilation off, as ``--no-jit-compile``; unset, XLA stays on."""
+    """``ZOO_JIT_COMPILE=0`` turns the default XLA compilation off on TensorFlow, as ``--no-jit-compile``; unset, XLA
+    stays on, and on JAX (whose data-parallel step needs its compiled all-reduce) it is ignored."""
     assert config(tiny_setup, tmp_path / "xla", jit_compile=True).jit_compile is True
     monkeypatch.setenv("ZOO_JIT_COMPILE", "0")
     assert config(tiny_setup, tmp_path / "no_xla", jit_compile=True).jit_compile is False
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert config(tiny_setup, tmp_path / "jax", jit_compile=True).jit_compile is True

@@ -334,7 +334,7 @@ class TrainOptions(DistributeOptions):
                                       "runs/ plus a name made of the settings)")
     seed: int = option(42, "random seed (batch order, dropout, new heads)")
     save_every: int = option(500, "steps between mid-epoch checkpoints")
-    jit_compile: bool = option(True, "train without XLA compilation (also: $ZOO_JIT_COMPILE=0)")
+    jit_compile: bool = option(True, "train without XLA compilation (also: $ZOO_JIT_COMPILE=0 on TensorFlow)")
     progress: bool = option(True, "no progress bars")
     ema_momentum: float | None = option(None, "keep an exponential moving average of the weights with this decay "
                                               "(e.g. 0.999; Keras' use_ema): every evaluation and the kept model "
@@ -356,7 +356,8 @@ class TrainOptions(DistributeOptions):
 
     def __post_init__(self):
         check_positive(self, "epochs", "batch_size", "save_every", "gradient_accumulation_steps")
-        if os.environ.get("ZOO_JIT_COMPILE") == "0" and self.jit_compile:
+        if os.environ.get("ZOO_JIT_COMPILE") == "0" and self.jit_compile and \
+                os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":  # JAX runs compiled: its step needs it
             self.jit_compile = False  # as --no-jit-compile: CPUs train faster without XLA (bench/bench_train_xla.py)
             log.info("ZOO_JIT_COMPILE=0: training without XLA (as --no-jit-compile)")
         check_positive(self, "limit_train", "limit_eval", optional=True)
