@@ -30,6 +30,30 @@ def _share_the_cores():
 
 
 _share_the_cores()
+# TensorFlow 2.21's oneDNN batch matmul corrupts the heap when it broadcasts operands of different ranks
+# (tensorflow/tensorflow#117700, #123109; fixed upstream by PR #120199, in no release yet): in the suite's workers it
+# killed a training test now and then (a segfault inside Keras' fit, CONTRIBUTING.md). The suite runs TensorFlow's own
+# kernels; every process it starts inherits the setting.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+def _record_crashes():
+    """A worker that crashes takes its stderr with it (xdist reports only "worker crashed"): each worker writes the
+    Python stacks of a fatal signal (``faulthandler``: SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) to a file of its
+    own in ``ZOO_CRASH_DIR``, which the controller makes and prints at the end (``pytest_terminal_summary``)."""
+    import faulthandler
+    import tempfile
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ.setdefault("ZOO_CRASH_DIR", tempfile.mkdtemp(prefix="zoo_crashes_"))
+        return None
+    path = os.path.join(os.environ["ZOO_CRASH_DIR"], f"{os.environ['PYTEST_XDIST_WORKER']}-{os.getpid()}.txt")
+    crash_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 -- open for the life of the worker
+    faulthandler.enable(file=crash_file, all_threads=True)
+    return crash_file
+
+
+_crash_file = _record_crashes()
 
 import pytest  # noqa: E402
 
@@ -67,8 +91,44 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """A worker's crash stacks go to its file (after pytest's own faulthandler set-up, which points at stderr)."""
+    if _crash_file is not None:
+        import faulthandler
+
+        faulthandler.enable(file=_crash_file, all_threads=True)
+
+
+def without_harness_frames(text):
+    """The lines of a crash's output without pytest's, pluggy's, xdist's and execnet's frames."""
+    return [line for line in text.splitlines() if not any(part in line for part in (
+        "/_pytest/", "/pluggy/", "/xdist/", "/execnet/", '"<string>"', "<frozen runpy>", "Extension modules:"))]
+
+
+def crash_reports(folder):
+    """{worker file: the Python stacks it recorded} for each worker that died of a fatal signal in ``folder``."""
+    found = {}
+    for name in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else ():
+        text = Path(folder, name).read_text(encoding="utf-8", errors="replace").strip()
+        if text:
+            found[name] = text
+    return found
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """With ZOO_LANE_REPORT set (tools/run_tests.py), write the run's counts there as JSON."""
+    """The stacks of crashed workers, if any; with ZOO_LANE_REPORT set (tools/run_tests.py), the run's counts
+    written there as JSON."""
+    if not hasattr(config, "workerinput"):
+        crashed = [r for r in terminalreporter.stats.get("failed", []) if "crashed" in str(r.longrepr)]
+        reports = crash_reports(os.environ.get("ZOO_CRASH_DIR"))
+        for name, text in reports.items():  # pytest's and xdist's own frames left out
+            terminalreporter.section(f"fatal signal in worker {name[:-4]} (faulthandler's Python stacks)")
+            terminalreporter.write_line("\n".join(without_harness_frames(text)[:150]))
+        if len(crashed) > len(reports):
+            terminalreporter.section("crashed workers")
+            terminalreporter.write_line(f"{len(crashed) - len(reports)} worker(s) crashed without a fatal-signal "
+                                        f"record: killed (SIGKILL: out of memory?), not a segfault")
     path = os.environ.get("ZOO_LANE_REPORT")
     if path and not hasattr(config, "workerinput"):
         import json

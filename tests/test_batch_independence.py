@@ -96,14 +96,21 @@ def test_zoo_encode_rows_equal_texts_encoded_alone(encoder, precision, tmp_path)
 
 
 @pytest.fixture(scope="module")
-def server(encoder, tmp_path_factory):
-    from zoo.serving import ModelServer
-
+def exports(encoder, tmp_path_factory):
+    """The folder of the served exports (one per name of SERVED)."""
     base = tmp_path_factory.mktemp("batch_independence")
     export_saved_model(encoder, base / "saved" / "1")
     export_saved_model(quantized_copy(encoder, "bf16"), base / "bf16" / "1")
     export_onnx_folder(encoder, base / "onnx" / "1")
     export_onnx_folder(encoder, base / "int8" / "1", quantize="int8")
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(exports):
+    from zoo.serving import ModelServer
+
+    base = exports
     # long_text="truncate": texts over maxlen are cut, as encode cuts them (by default they are refused:
     # tests/test_long_inputs.py)
     with ModelServer(models={name: base / name for name in SERVED}, port=0, grpc_port=0, max_request_batch=64,
@@ -141,7 +148,7 @@ def grpc(server, name, texts):
     return tf.make_ndarray(prediction.Predict(request, timeout=60).outputs["embedding"])
 
 
-def test_served_vectors_are_batch_and_api_independent(server, encoder):
+def test_served_vectors_are_batch_and_api_independent(server, exports, encoder):
     """Concurrent requests of random sizes to random APIs and exports, merged by the server's dynamic batcher: each
     text's vector equals that export's vector for the text sent alone."""
     require_module("tensorflow_serving.apis", "pip install tensorflow-serving-api")
@@ -151,13 +158,12 @@ def test_served_vectors_are_batch_and_api_independent(server, encoder):
     for name, precision in SERVED.items():  # the served vectors are encode's at the export's precision
         if precision != "bf16":
             assert worst(rest(server, name, texts), encoder.encode(texts, engine=precision)) <= 1e-5, name
-    # bf16: the SavedModel computes the bf16 copy's graph as it is (1e-5), and encode runs that copy XLA-compiled,
-    # whose fused bf16 arithmetic rounds differently (within bf16's bound; 1e-5 held only where an earlier test in
-    # the same worker had left XLA off)
-    copy = quantized_copy(encoder, "bf16")
-    plain = np.array(copy(encoder.tokenizer(texts, maxlen=encoder.maxlen), training=False), "float32")
-    plain = plain / np.linalg.norm(plain, axis=1, keepdims=True)
-    assert worst(rest(server, "bf16", texts), plain) <= 1e-5
+    # bf16: the server gives the SavedModel's own vectors (1e-5), and encode runs the bf16 copy in Keras, whose bf16
+    # arithmetic rounds differently (graph rewrites and kernels differ: within bf16's bound)
+    import tensorflow as tf
+
+    saved = tf.saved_model.load(str(exports / "bf16" / "1")).signatures["text"]
+    assert worst(rest(server, "bf16", texts), saved(text=tf.constant(texts))["embedding"].numpy()) <= 1e-5
     assert worst(rest(server, "bf16", texts), encoder.encode(texts, engine="bf16")) <= BOUNDS["bf16"]
     largest = dict.fromkeys(SERVED, 0.0)
 

@@ -269,3 +269,39 @@ def test_export_transformers_folder_matches_bertmodel(encoder, tmp_path):
     np.testing.assert_allclose(cls / np.linalg.norm(cls, axis=1, keepdims=True), encoder.encode(TEXTS), atol=1e-5)
     pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
     assert pooling["pooling_mode_cls_token"] and not pooling["pooling_mode_mean_tokens"]
+
+
+@pytest.mark.slow
+def test_exports_put_the_default_prompt_first_as_encode_does(tmp_path):
+    """A model with a default prompt (sentence-transformers' default_prompt_name) gives encode()'s vectors from its
+    SavedModel's text signature, its ONNX export (served, and in the light runtime) and their manifests record the
+    prompts; the server counts the prompt's tokens against maxlen as encode() does."""
+    require_module("onnxruntime", "pip install 'zoo[onnx]'")
+    from zoo.export.onnx import export_onnx_folder
+    from zoo.inference import OnnxEncoder
+    from zoo.serving.lengths import TooLong, length_plan
+    from zoo.serving.model import ServedModel
+
+    encoder = tiny_sentence_encoder(seed=3)
+    encoder.prompts, encoder.default_prompt_name = {"query": "query: ", "passage": "passage: "}, "query"
+    texts = TEXTS[:6]
+    expected = encoder.encode(texts)
+    assert not np.allclose(expected, encoder.encode(texts, prompt=""), atol=1e-3)  # the prompt changes the vectors
+    saved = export_saved_model(encoder, tmp_path / "saved" / "1")
+    onnx_folder = export_onnx_folder(encoder, tmp_path / "onnx" / "1")
+    strings = np.array([t.encode() for t in texts], dtype=object)
+    for path in (saved, onnx_folder):
+        manifest = json.loads((Path(path) / "zoo_manifest.json").read_text())["model"]
+        assert (manifest["prompts"], manifest["default_prompt_name"]) == (encoder.prompts, "query")
+        served = ServedModel("m", 1, str(path))
+        np.testing.assert_allclose(served.signatures["text"]({"text": strings})["embedding"], expected, atol=1e-5,
+                                   err_msg=str(path))
+        ids = served.signatures["tokenize"]({"text": strings})
+        np.testing.assert_array_equal(np.asarray(ids["token_ids"]),
+                                      encoder.tokenizer(["query: " + t for t in texts], maxlen=32)["token_ids"])
+        fits_alone = "a" * 30  # 30 pieces + [CLS] [SEP] = maxlen; the prompt's pieces put it over
+        assert len(encoder.tokenizer.piece_ids([fits_alone])[0]) + 2 <= 32
+        with pytest.raises(TooLong) as over:
+            length_plan(served, served.signatures["text"], {"text": np.array([fits_alone.encode()], object)}, "refuse")
+        assert over.value.tokens == len(encoder.tokenizer.piece_ids(["query: " + fits_alone])[0]) + 2
+    np.testing.assert_allclose(OnnxEncoder.from_preset(onnx_folder).encode(texts), expected, atol=1e-5)

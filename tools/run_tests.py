@@ -47,6 +47,21 @@ def run_lane(root, lane, workers, args, record=False):
     return status, counts
 
 
+def machine():
+    """The CPU model, its cores and memory (a crash or a time is read next to the machine it happened on)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info = f.read()
+        model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                     "unknown CPU")
+        flags = [f for f in ("avx512_vnni", "amx_bf16") if f in info]
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            gib = int(f.readline().split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        return "unknown (no /proc)"
+    return f"{model}, {len(os.sched_getaffinity(0))} cores, {gib:.0f} GiB" + (f", {' '.join(flags)}" if flags else "")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lanes", default=",".join(name for name, _ in LANES),
@@ -69,6 +84,7 @@ def main():
         if status not in (0, NO_TESTS) or (status == NO_TESTS and counts.get("error")):
             failed_lanes.append(f"{lane} (exit {status})")
     minutes = (time.time() - t0) / 60
+    print(f"machine: {machine()}")
     print(f"lanes: {', '.join(chosen)} in {minutes:.1f} min" + (f"; failed: {', '.join(failed_lanes)}"
                                                                   if failed_lanes else ""))
     extra = "".join(f", {total[k]} {k}" for k in ("skipped", "error", "xfailed", "xpassed") if total[k])

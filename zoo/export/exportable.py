@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from ..inference.pipeline import prompted
 from ..models import from_preset
 
 
@@ -18,12 +19,24 @@ def serving_spec(model):
     return head_spec()
 
 
+def default_prompt(model):
+    """The text an embedding model's ``encode`` puts before each input when no prompt is named (its
+    ``default_prompt_name``'s prompt; "" when it has none): an export's text signature puts it there too, so that the
+    export gives ``encode``'s vectors."""
+    served = model.served_model()
+    return prompted("", getattr(served, "prompts", {}), default_prompt_name=getattr(served, "default_prompt_name", None))
+
+
 def described(model, spec):
     """How an export's manifest describes its model (read by ``zoo serve``): the class, its HeadSpec and, for an
-    embedding, its similarity function."""
+    embedding, its similarity function, its prompts and the default one (which the export's text signature
+    applies)."""
     record = {"class": type(model).__name__, **spec.to_record()}
     if spec.output == "embedding":
+        served = model.served_model()
         record["similarity_fn_name"] = getattr(model, "similarity_fn_name", "cosine")
+        record["prompts"] = dict(getattr(served, "prompts", {}))
+        record["default_prompt_name"] = getattr(served, "default_prompt_name", None)
     return record
 
 

@@ -8,10 +8,11 @@ are matched first on the raw text, and WordPiece is tf-text's ``FastWordpieceTok
 A SavedModel written by ``export_saved_model`` has these signatures:
 
 * ``text``: the model's text inputs (``text``, or ``text_a`` + ``text_b`` for a pair model), string [batch]
-  -> the model's output (``embedding`` [batch, H], L2-normalised, for a ``SentenceEncoder``);
+  -> the model's output (``embedding`` [batch, H], L2-normalised, for a ``SentenceEncoder``); an embedding
+  model's default prompt (``default_prompt_name``) goes before each text, as ``encode`` puts it;
 * ``ids``: ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the same output;
 * ``tokenize``: the text inputs -> ``token_ids``, ``segment_ids``, ``padding_mask`` (what ``text`` feeds
-  the model);
+  the model, its prompt included);
 * ``serving_default``: ``text``.
 
 With ``signature="ids"`` only ``ids`` (also as ``serving_default``) is written: no tokenizer in the graph,
@@ -30,7 +31,7 @@ from ..inference.precisions import bfloat16_copy
 from ..paths import EXPORT_MANIFEST, atomic_dir, file_manifest, write_json_atomic
 from ..models.preprocessor import TextPreprocessor
 from ..tokenizer.graph import tf_text
-from .exportable import described, serving_spec
+from .exportable import default_prompt, described, serving_spec
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 SIGNATURES = ("text", "ids", "tokenize")
@@ -80,8 +81,13 @@ def export_saved_model(model, path, signature="text", maxlen=None, overwrite=Fal
         tf_text()  # the in-graph WordPiece: a SavedModel cannot hold the Python fallback
         archive.track(preprocessor.graph_tokenizer())
         text_specs = [tf.TensorSpec([None], tf.string, name=n) for n in spec.texts]
-        from_text = archive.add_endpoint("text", lambda *texts: predict(preprocessor.call(*texts)), text_specs)
-        archive.add_endpoint("tokenize", lambda *texts: preprocessor.call(*texts), text_specs)
+        prompt = default_prompt(model) if spec.output == "embedding" else ""
+
+        def tokenize(*texts):  # encode()'s default prompt first, so that the export gives encode()'s vectors
+            return preprocessor.call(*((tf.strings.join([prompt, t]) for t in texts) if prompt else texts))
+
+        from_text = archive.add_endpoint("text", lambda *texts: predict(tokenize(*texts)), text_specs)
+        archive.add_endpoint("tokenize", tokenize, text_specs)
         archive.add_endpoint("serving_default", from_text)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_dir(path) as tmp:

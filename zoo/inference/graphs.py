@@ -323,6 +323,8 @@ def export_info(manifest):
     model = manifest.get("model") or {}
     return {"encoder": {"class": model.get("class"), "output": "embedding",
                         "maxlen": int(manifest["maxlen"]), "normalize": model.get("normalize", True), "query_prefix": "",
+                        "prompts": model.get("prompts"), "default_prompt_name": model.get("default_prompt_name"),
+                        "similarity_fn_name": model.get("similarity_fn_name", "cosine"),
                         "dim": manifest.get("dim"), "max_input_tokens": int(manifest["maxlen"])},
             "precision": manifest.get("precision", "onnx-fp32"), "served": True,
             "parity_max_abs_diff": manifest.get("parity_max_abs_diff"), "files": manifest.get("files", {})}

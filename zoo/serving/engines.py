@@ -177,7 +177,7 @@ class ExportedEngine(Engine):
         if model.tokenizer is None:  # an older export: what its graph's tokenizer kept
             tokens = await run_in_threadpool(model.signatures["tokenize"], arrays)
             return tokens["padding_mask"].sum(axis=1).tolist()
-        texts = [[v.decode("utf-8") for v in a] for a in arrays.values()]
+        texts = [[model.prompt + v.decode("utf-8") for v in a] for a in arrays.values()]
         return tokens_embedded(model.tokenizer, model.limit, *texts, chunk=mode == "chunk")
 
 

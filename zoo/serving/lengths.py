@@ -86,8 +86,8 @@ def length_plan(model, sig, arrays, mode, setting=python_setting):
     tokenizer, limit = getattr(model, "tokenizer", None), getattr(model, "limit", None)
     if tokenizer is None or not limit or mode == "truncate" or not sig.strings_in:
         return None
-    keys = list(sig.inputs)
-    texts = [[v.decode("utf-8") for v in arrays[k]] for k in keys]
+    keys, prompt = list(sig.inputs), getattr(model, "prompt", "")  # the signature's prompt counts, as in encode()
+    texts = [[prompt + v.decode("utf-8") for v in arrays[k]] for k in keys]
     if all(sum(map(len, row)) + len(keys) - 1 <= limit - 2 for row in zip(*texts)):  # a char gives >= 1 piece
         return None
     counts = token_counts(tokenizer, *texts)

@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from ..errors import CheckpointError, ZooError
+from ..inference.pipeline import prompted
 from ..paths import EXPORT_MANIFEST, check_manifest, read_json_file
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -77,6 +78,13 @@ class Signature:
         return {k: v.numpy() for k, v in out.items()}
 
 
+def served_prompt(manifest):
+    """The text an export's text signature puts before each input: its embedding model's default prompt, as the
+    manifest records it ("" for none, and for an export of an older zoo)."""
+    model = manifest.get("model") or {}
+    return prompted("", model.get("prompts") or {}, default_prompt_name=model.get("default_prompt_name"))
+
+
 class ServedModel:
     """One loaded version: ``signatures`` by name, limits on what a request may hold, and the answers TF
     Serving gives about it (status, metadata)."""
@@ -91,6 +99,7 @@ class ServedModel:
             check_manifest(path, record.get("files"), EXPORT_MANIFEST)
         self.tokenizer, self.limit = self._length_tools(path, record)
         self.normalize = (record.get("model") or {}).get("normalize", True)  # its HeadSpec's (older exports: True)
+        self.prompt = served_prompt(record)  # what the text signature puts before each text (lengths count it)
         if os.path.exists(os.path.join(path, "model.onnx")) and not os.path.exists(os.path.join(path, "saved_model.pb")):
             self._module, self.signatures = None, onnx_signatures(path)
             for sig in self.signatures.values():  # warm-up, and the output shapes for the metadata
@@ -263,8 +272,10 @@ def onnx_signatures(path):
         raise CheckpointError(f"{path}: cannot load the ONNX export ({type(e).__name__}: "
                               f"{str(e).strip().splitlines()[0][:300]})") from None
 
-    def tokenize(arrays):
-        texts = [[v.decode("utf-8") for v in arrays[k]] for k in text_inputs]
+    prompt = served_prompt(manifest)
+
+    def tokenize(arrays):  # the default prompt first, as the SavedModel's text signature and encode() put it
+        texts = [[prompt + v.decode("utf-8") for v in arrays[k]] for k in text_inputs]
         return tokenizer(texts[0], texts[1] if len(texts) > 1 else None, maxlen=maxlen)
 
     def from_ids(arrays):
