@@ -26,8 +26,8 @@ import time
 
 job = zoo.job("train bi-encoder")  # the flags of `zoo train bi-encoder`, and its steps
 # the settings this script acts on; the job's others (--tasks, --loss, --batching, ...) are refused when set
-config = job.parse(honours=(zoo.config.TrainOptions, "data_dir", "pooling", "warmup", "eval_batch_size", "length_buckets"),
-                   description="CoSENT bi-encoder on LCQMC (the main job)")
+config = job.parse(honours=(zoo.config.TrainOptions, "data_dir", "pooling", "warmup", "eval_batch_size",
+                            "length_buckets"), description="CoSENT bi-encoder on LCQMC (the main job)")
 steps = job.steps
 t0 = time.time()
 

@@ -68,6 +68,37 @@ def missing(message):
     pytest.skip(message, allow_module_level=True)
 
 
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage"]
+
+
+@contextlib.contextmanager
+def chromium(profile_dir, width=1280, height=800):
+    """A headless Chromium driven by Selenium (Debian's chromium + chromium-driver), its window ``width`` x ``height``
+    px; skips the test where they are missing (fails it when ``CI=true``)."""
+    import shutil
+
+    webdriver = require_module("selenium.webdriver", "pip install selenium")
+    binary, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (binary and driver_path):
+        message = "chromium and chromium-driver are not installed (apt-get install -y chromium chromium-driver)"
+        if in_ci():
+            pytest.fail(f"CI=true and {message}", pytrace=False)
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in CHROMIUM_FLAGS + [f"--user-data-dir={profile_dir}", f"--window-size={width},{height}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    driver.set_page_load_timeout(60)
+    driver.set_window_size(width, height)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
 def require_module(name, install):
     """``import name``; skips the test (or the module) when it is missing (fails it when ``CI=true``)."""
     import importlib

@@ -234,3 +234,82 @@ def test_search_finds_chinese_words(site):
 
     assert pages_with("花呗", separator), separator
     assert not pages_with("花呗", r"[\s\-]+")  # the default separator: no Chinese word is a term
+
+
+WIDE_PAGES = ("cli/", "recipes/", "data/", "results/models/", "results/speed/", "getting-started/")
+LAYOUT = """
+const content = document.querySelector('.md-content__inner').getBoundingClientRect();
+const code = [...document.querySelectorAll('.md-content pre > code')];
+const words = [...document.querySelectorAll('.md-content code .zoo-word')];
+return {content: content.width,
+        code_blocks: code.length,
+        scrolling: code.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split('\\n')[0]),
+        wide_tables: [...document.querySelectorAll('.md-content table')].filter(
+            t => t.getBoundingClientRect().right > content.right + 1).map(t => t.rows[0].textContent.trim()),
+        kept_words: words.length,
+        broken_words: words.filter(w => w.getClientRects().length > 1).map(w => w.textContent)};
+"""
+
+
+@pytest.fixture(scope="module")
+def site_in_browser(site, tmp_path_factory):
+    """(a headless Chromium in a 1280x800 window, the address of the built manual served over HTTP)."""
+    import functools
+    import http.server
+    import threading
+
+    from helpers import chromium
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with chromium(tmp_path_factory.mktemp("profile"), 1280, 800) as browser:
+            yield browser, f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+@pytest.mark.slow
+def test_pages_hold_their_code_and_tables_at_1280_px(site_in_browser):
+    """In a 1280x800 window (headless Chromium), the manual's 120-column code blocks on the CLI, recipes, data and
+    getting-started pages do not scroll sideways, no table runs past the content column (the results pages' widest
+    ones included), and no flag breaks inside its name (docs/stylesheets/extra.css, docs/javascripts/extra.js)."""
+    browser, base = site_in_browser
+    for page in WIDE_PAGES:
+        browser.get(f"{base}/{page}")
+        layout = browser.execute_script(LAYOUT)
+        assert layout["content"] >= 960, (page, layout["content"])
+        assert not layout["scrolling"] and not layout["wide_tables"], (page, layout)
+        assert not layout["broken_words"], (page, layout["broken_words"])
+        if page == "cli/":
+            assert layout["code_blocks"] >= 10 and layout["kept_words"] > 100, layout
+
+
+@pytest.mark.slow
+def test_the_home_page_first_screen_shows_an_example_and_its_output(site_in_browser):
+    """At 1280x800 the home page's first screen holds what zoo is, its first runnable example and that example's
+    output (the block the docs test compares with what the example prints)."""
+    browser, base = site_in_browser
+    browser.get(f"{base}/")
+    blocks = browser.execute_script("""
+        return [...document.querySelectorAll('.md-content .highlight')].slice(0, 2).map(b => ({
+            bottom: b.getBoundingClientRect().bottom, text: b.textContent}));""")
+    assert len(blocks) == 2 and "from_preset" in blocks[0]["text"] and "如何开通花呗" in blocks[1]["text"], blocks
+    assert all(b["bottom"] <= 800 for b in blocks), [b["bottom"] for b in blocks]
+
+
+def test_the_repository_url_is_set_once(site):
+    """setup.cfg's url is the manual's repository link and the install page's ``git clone`` address; no page and
+    not mkdocs.yml writes it again (tools/mkdocs_hooks.py reads it)."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    url = config["metadata"]["url"]
+    assert f'href="{url}"' in (site / "index.html").read_text(encoding="utf-8")  # the header's repository link
+    assert f"git clone {url} " in text_of((site / "install" / "index.html").read_text(encoding="utf-8"))
+    written = [p for p in [ROOT / "mkdocs.yml", ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+               if url in p.read_text(encoding="utf-8")]
+    assert not written, written

@@ -3,44 +3,28 @@ Selenium): it types two sentences and reads their cosine and same/different at t
 model, searches the loaded index, and asks a served SimBERT for paraphrases."""
 
 import json
-import shutil
-import tempfile
 
 import keras
 import pytest
 
 import zoo
-from helpers import in_ci, require_module, tiny_sentence_encoder
+from helpers import chromium, require_module, tiny_sentence_encoder
 from zoo.retrieval.base import SemanticIndex
 from zoo.serving import ModelServer
 
-webdriver = require_module("selenium.webdriver", "pip install selenium")
+require_module("selenium.webdriver", "pip install selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.slow
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 CORPUS = ["今天天气很好", "明天天气不好", "我们在中国", "他是谁", "你好世界", "天气预报说明天下雨"]
 PAIRS = [("今天天气很好", "今天天气不错"), ("今天天气很好", "我们在中国")]
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not (CHROMIUM and DRIVER):
-        message = "chromium and chromium-driver are not installed (apt-get install -y chromium chromium-driver)"
-        if in_ci():
-            pytest.fail(f"CI=true and {message}", pytrace=False)
-        pytest.skip(message)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path_factory.mktemp('chromium'))}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
+        yield driver
 
 
 @pytest.fixture(scope="module")
