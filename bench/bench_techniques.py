@@ -1,5 +1,5 @@
 """The training techniques measured on one run: the 4,000-pair LCQMC regression (L4 reference checkpoint) plain,
-with EMA, with FGM, with both, with layer-wise decay, and the in-batch ranking run with a batch of 64 pairs against a
+with EMA, with FGM, with both, with layer-wise decay, in mixed precision (bf16), and the in-batch ranking run with a batch of 64 pairs against a
 cached batch of 512; each over several seeds (mean and spread), with its training seconds.
 
     python bench/bench_techniques.py                        # 3 seeds, every variant (hours on 2 CPU cores)
@@ -31,6 +31,7 @@ VARIANTS = {  # name: (command after python, the technique's flags)
     "fgm": (REGRESSION, ["--adversarial-epsilon", "1.0"]),
     "ema+fgm": (REGRESSION, ["--ema-momentum", "0.999", "--adversarial-epsilon", "1.0"]),
     "layer-decay": (REGRESSION, ["--layer-decay", "0.9"]),
+    "bf16": (REGRESSION, ["--mixed-precision", "bf16"]),  # CPUs with bfloat16 instructions (AMX, AVX512-BF16)
     "in-batch 64": (IN_BATCH, ["--batch-size", "64"]),
     "in-batch 512 cached": (IN_BATCH, ["--batch-size", "512", "--cached-mini-batch-size", "64"]),
 }

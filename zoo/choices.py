@@ -17,6 +17,7 @@ PAIR_OBJECTIVES = ("cosent", "sbert", "cosine_mse")  # a bi-encoder's pair losse
 PRETRAINING_OBJECTIVES = ("mlm", "tacl", "taco")  # ``zoo.models.pretrainer``
 DVBERT_OBJECTIVES = ("sbert", "cosent", "cosent-gap")  # ``zoo.train.distillation_trainer``
 DISTRIBUTE_MODES = ("none", "data-parallel")  # ``zoo.distribute``
+MIXED_PRECISIONS = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}  # --mixed-precision -> Keras' dtype policy
 TASKS = ("LCQMC", "ATEC", "BQ", "PAWSX", "STS-B")  # the benchmarks (``zoo.data.tasks``)
 # pair files by extension, each may end in .gz (``zoo.data.pair_files``)
 PAIR_FILE_FORMATS = {".data": "tsv", ".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "json",

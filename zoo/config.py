@@ -22,7 +22,7 @@ import typing
 
 from .choices import (DISTRIBUTE_MODES, DVBERT_OBJECTIVES, POOLINGS, PRETRAINING_OBJECTIVES,  # noqa: F401 -- kept
                       SCORE_HEADS, check_warmup)  # importable from here through the move to zoo.choices
-from .choices import PAIR_FILE_FORMATS, REMOVED_IN, TASKS
+from .choices import MIXED_PRECISIONS, PAIR_FILE_FORMATS, REMOVED_IN, TASKS
 from .errors import ConfigError
 from .logs import log, show_bars
 from .paths import DEFAULT_PRESET
@@ -350,6 +350,10 @@ class TrainOptions(DistributeOptions):
                                                      "also trains on the token-embedding table moved this far along "
                                                      "its loss gradient (e.g. 1.0, bert4keras' example); about twice "
                                                      "a step's time")
+    mixed_precision: str | None = option(None, "train in mixed precision: bf16 (bfloat16 arithmetic on float32 "
+                                               "weights; GPUs, and CPUs with AMX or AVX512-BF16) or fp16 (float16 "
+                                               "with loss scaling; GPUs only); the kept model is saved in float32",
+                                         choices=tuple(MIXED_PRECISIONS))
     lr_schedule: tuple = option((), "a piecewise-linear learning rate as STEP:FACTOR points of the peak rate "
                                     "(bert4keras' lr_schedule; from 0 at step 0 unless given, the last factor kept "
                                     "after it), e.g. 1000:1,2000:0.1; replaces the job's own schedule and --warmup")
@@ -369,6 +373,8 @@ class TrainOptions(DistributeOptions):
             raise ConfigError("--adversarial-epsilon with --distribute: not supported (FGM's step follows the whole "
                               "batch's gradient; under MirroredStrategy each device would see only its part's); "
                               "train on one device")
+        if self.mixed_precision is not None:
+            self._check_mixed_precision()
         if self.layer_decay is not None and not 0 < self.layer_decay <= 1:
             raise ConfigError(f"--layer-decay must be in (0, 1], e.g. 0.9, got {self.layer_decay}")
         self._schedule_points()  # a bad --lr-schedule entry stops here, before any data is read
@@ -379,6 +385,29 @@ class TrainOptions(DistributeOptions):
             raise ConfigError(f"--maxlen must be >= 3, got {self.maxlen}")
         if self.lr <= 0:
             raise ConfigError(f"--lr must be > 0, got {self.lr}")
+
+    def _check_mixed_precision(self):
+        """--mixed-precision where it runs: a known value; fp16 on an accelerator only (a CPU has no fast float16
+        and Keras' loss scaling is for GPUs); bf16 on an accelerator or a CPU with bfloat16 instructions (elsewhere
+        bfloat16 arithmetic is emulated: slower than float32); not with the train steps of its own (FGM)."""
+        from .hardware import accelerator, bf16_supported
+
+        if self.mixed_precision not in MIXED_PRECISIONS:
+            raise ConfigError(f"--mixed-precision must be one of {sorted(MIXED_PRECISIONS)}, got "
+                              f"{self.mixed_precision!r}")
+        if self.adversarial_epsilon is not None:
+            raise ConfigError("--mixed-precision with --adversarial-epsilon: not supported (FGM's train step moves the "
+                              "float32 embedding table itself); train one of them in float32")
+        if self.mixed_precision == "fp16" and self.ema_momentum is not None:
+            raise ConfigError("--mixed-precision fp16 with --ema-momentum: not supported (the loss-scaling optimizer "
+                              "wraps the one that keeps the average); use bf16, or train in float32")
+        device = accelerator()
+        if self.mixed_precision == "fp16" and device is None:
+            raise ConfigError("--mixed-precision fp16 needs a GPU (float16 with loss scaling); on this CPU use bf16 "
+                              "where it has bfloat16 instructions, or train in float32")
+        if self.mixed_precision == "bf16" and device is None and not bf16_supported():
+            raise ConfigError("--mixed-precision bf16: this CPU has no bfloat16 instructions (avx512_bf16 or "
+                              "amx_bf16), where bfloat16 is slower than float32; train in float32")
 
     def _schedule_points(self):
         """``--lr-schedule`` entries -> {step: factor}; ConfigError naming a bad entry."""
@@ -398,9 +427,10 @@ class TrainOptions(DistributeOptions):
     def optimizer_options(self):
         """The keywords of ``zoo.train.optimizers.training_optimizer`` these flags set (every training job builds its
         optimizer with them): ``--ema-momentum``, ``--gradient-accumulation-steps``, ``--layer-decay``,
-        ``--lr-schedule``."""
+        ``--lr-schedule``, and loss scaling for ``--mixed-precision fp16``."""
         return {"ema_momentum": self.ema_momentum, "gradient_accumulation_steps": self.gradient_accumulation_steps,
-                "layer_decay": self.layer_decay, "lr_schedule": self._schedule_points() or None}
+                "layer_decay": self.layer_decay, "lr_schedule": self._schedule_points() or None,
+                "loss_scale": self.mixed_precision == "fp16"}
 
 
 @dataclasses.dataclass

@@ -56,7 +56,7 @@ def save_preset(model, tokenizer, directory, metadata=None, weights_dtype="float
         config = {
             "format": FORMAT,
             "format_version": 1,
-            "model": keras.saving.serialize_keras_object(model),
+            "model": float32_policies(keras.saving.serialize_keras_object(model)),
             "files": files,
             "weights_dtype": weights_dtype,
             "metadata": {"zoo_version": __version__, "keras_version": keras.__version__,
@@ -68,6 +68,21 @@ def save_preset(model, tokenizer, directory, metadata=None, weights_dtype="float
         with open(os.path.join(tmp, PRESET_CONFIG), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=1, ensure_ascii=False)
     return directory
+
+
+def float32_policies(config):
+    """A serialized model whose mixed-precision dtype policies (``mixed_bfloat16``, ``mixed_float16``: training's
+    ``--mixed-precision``) are float32 ones: its variables are float32 already, and a preset computes in float32 (the
+    fused ONNX writer and the parity checks take float32 models; ``encode(engine="bf16")`` makes the bf16 copy)."""
+    if isinstance(config, dict):
+        if config.get("class_name") == "DTypePolicy" and str((config.get("config") or {}).get("name", "")).startswith(
+                "mixed_"):
+            return {**config, "config": {**config["config"], "name": "float32"}}
+        return {k: "float32" if k == "dtype" and isinstance(v, str) and v.startswith("mixed_") else float32_policies(v)
+                for k, v in config.items()}
+    if isinstance(config, list):
+        return [float32_policies(v) for v in config]
+    return config
 
 
 def store_weights_as(path, dtype):

@@ -21,7 +21,7 @@ from ..data.tasks import load_splits
 from ..errors import ConfigError
 from ..paths import DEFAULT_PRESET
 from . import common
-from .common import check_checkpoint, check_tasks, streamed_files
+from .common import check_checkpoint, check_tasks, streamed_files, training_precision
 
 OBJECTIVES = ("cosent", "sbert", "cosine_mse")
 
@@ -104,9 +104,9 @@ class BiEncoderConfig(TrainOptions, DataOptions, StreamOptions):
                                   "--gradient-accumulation-steps)")
             if self.cached_mini_batch_size < 2:
                 raise ConfigError(f"--cached-mini-batch-size must be >= 2, got {self.cached_mini_batch_size}")
-            if self.adversarial_epsilon is not None or self.distribute != "none":
-                raise ConfigError("--cached-mini-batch-size with --adversarial-epsilon or --distribute: not "
-                                  "supported (each has its own train step)")
+            if self.adversarial_epsilon is not None or self.distribute != "none" or self.mixed_precision:
+                raise ConfigError("--cached-mini-batch-size with --adversarial-epsilon, --distribute or "
+                                  "--mixed-precision: not supported (each has its own train step)")
         if self.ict_corpus and not self.in_batch_weight:
             raise ConfigError("--ict-corpus needs --in-batch-weight W: its pairs train through the in-batch ranking")
         if self.query_prefix and not self.ict_corpus:
@@ -147,7 +147,8 @@ def model(config, checkpoint):
     is saved with it."""
     from ..models.bi_encoder import SentenceEncoder
 
-    encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    with training_precision(config):
+        encoder = SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
     encoder.query_prefix = config.query_prefix
     if any(d > encoder.dim for d in config.matryoshka_dims):
         raise ConfigError(f"--matryoshka-dims: the model has {encoder.dim} dimensions, got {config.matryoshka_dims}")

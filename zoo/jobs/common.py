@@ -3,8 +3,10 @@ module: the backend loads when a job runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
+from ..choices import MIXED_PRECISIONS
 from ..data.tasks import TASKS, is_task
 from ..errors import ConfigError
 from ..logs import log
@@ -85,6 +87,25 @@ def start(config, default_output):
     log.info("run folder %s, starting from %s", output, checkpoint)
     keras.utils.set_random_seed(config.seed)
     return checkpoint, output
+
+
+@contextlib.contextmanager
+def training_precision(config):
+    """Layers built inside compute as ``--mixed-precision`` says (Keras' mixed dtype policy: float32 weights, bfloat16
+    or float16 arithmetic); the global policy is restored after. Each job builds its model in it; the kept model is
+    saved in float32 (``zoo.presets.save_preset``)."""
+    import keras
+
+    policy = MIXED_PRECISIONS.get(getattr(config, "mixed_precision", None))
+    if policy is None:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def streamed_files(batches):

@@ -12,7 +12,7 @@ from ..config import DataOptions, StreamOptions, TrainOptions, option, output_op
 from ..data.tasks import load_splits
 from ..errors import ConfigError
 from . import common
-from .common import check_checkpoint, check_tasks, streamed_files
+from .common import check_checkpoint, check_tasks, streamed_files, training_precision
 
 
 @dataclasses.dataclass
@@ -66,8 +66,9 @@ def model(config, checkpoint):
     raw score)."""
     from ..models.cross_encoder import CrossEncoder
 
-    return CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
-                                    zero_segments=config.zero_segments)
+    with training_precision(config):
+        return CrossEncoder.from_preset(checkpoint, head=config.head, maxlen=config.maxlen,
+                                        zero_segments=config.zero_segments)
 
 
 def trainer(config, model):

@@ -23,7 +23,7 @@ from ..data.tasks import load_splits
 from ..errors import ConfigError
 from ..paths import DEFAULT_PRESET
 from . import common
-from .common import check_checkpoint, check_tasks
+from .common import check_checkpoint, check_tasks, training_precision
 
 
 @dataclasses.dataclass
@@ -101,7 +101,8 @@ def model(config, checkpoint):
     from ..models.bi_encoder import SentenceEncoder
 
     keras.utils.set_random_seed(config.seed)
-    return SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
+    with training_precision(config):
+        return SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen)
 
 
 def trainer(config, student, data, teacher_probs):

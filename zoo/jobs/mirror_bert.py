@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..logs import log
 from ..paths import DEFAULT_PRESET
 from . import common
-from .common import check_checkpoint, check_tasks, setup_distribution
+from .common import check_checkpoint, check_tasks, setup_distribution, training_precision
 
 EVAL_TASKS = ("LCQMC", "BQ", "STS-B")
 
@@ -103,8 +103,9 @@ def model(config, checkpoint):
     from ..models.bi_encoder import SentenceEncoder
 
     keras.utils.set_random_seed(config.seed)
-    return SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen,
-                                       dropout=config.dropout)
+    with training_precision(config):
+        return SentenceEncoder.from_preset(checkpoint, pooling=config.pooling, maxlen=config.maxlen,
+                                           dropout=config.dropout)
 
 
 def batches(config, encoder, sentences):

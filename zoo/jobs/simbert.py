@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..logs import log
 from ..paths import sha256_of
 from . import common
-from .common import check_checkpoint, check_tasks
+from .common import check_checkpoint, check_tasks, training_precision
 
 
 @dataclasses.dataclass
@@ -93,7 +93,8 @@ def model(config, checkpoint):
     """SimBERT: BERT with its MLM head, a linear pooler, and (by default) SimBERT's slimmed vocabulary."""
     from ..models.simbert import SimBERT
 
-    return SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
+    with training_precision(config):
+        return SimBERT.from_preset(checkpoint, maxlen=config.maxlen, simplified=config.simplified_vocab)
 
 
 def trainer(config, model):

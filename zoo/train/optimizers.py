@@ -93,11 +93,12 @@ OPTIMIZERS = {"adam": (keras.optimizers.Adam, LayerDecayAdam), "adamw": (keras.o
 
 
 def training_optimizer(kind, learning_rate, *, ema_momentum=None, gradient_accumulation_steps=1, layer_decay=None,
-                       lr_schedule=None, **kwargs):
+                       lr_schedule=None, loss_scale=False, **kwargs):
     """Adam or AdamW (``kind``) at ``learning_rate`` (a number or a schedule), with the training options every job
     takes: ``ema_momentum`` (Keras' ``use_ema``), ``gradient_accumulation_steps``, ``layer_decay`` (layer-wise
     step sizes) and ``lr_schedule`` ({step: factor}: a ``PiecewiseLinear`` of the peak rate, which replaces
-    ``learning_rate``'s own schedule); ``kwargs`` go to the optimizer (e.g. ``weight_decay``)."""
+    ``learning_rate``'s own schedule), ``loss_scale`` (Keras' ``LossScaleOptimizer`` around it, for float16
+    training); ``kwargs`` go to the optimizer (e.g. ``weight_decay``)."""
     plain, decayed = OPTIMIZERS[kind]
     if lr_schedule:
         peak = learning_rate if isinstance(learning_rate, (int, float)) else getattr(learning_rate, "peak", None)
@@ -110,5 +111,7 @@ def training_optimizer(kind, learning_rate, *, ema_momentum=None, gradient_accum
     if gradient_accumulation_steps and gradient_accumulation_steps > 1:
         kwargs["gradient_accumulation_steps"] = gradient_accumulation_steps
     if layer_decay is not None and layer_decay != 1.0:
-        return decayed(learning_rate, layer_decay=layer_decay, **kwargs)
-    return plain(learning_rate, **kwargs)
+        optimizer = decayed(learning_rate, layer_decay=layer_decay, **kwargs)
+    else:
+        optimizer = plain(learning_rate, **kwargs)
+    return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer
