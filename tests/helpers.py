@@ -99,6 +99,28 @@ def chromium(profile_dir, width=1280, height=800):
         driver.quit()
 
 
+def weights_after_a_jax_step(script, *args, timeout=300):
+    """Run ``script`` (``python -c``) on the JAX backend (CPU) with ``args``: it prints the backend last and writes
+    the weights after its step to its last argument, an .npz file -> {variable path: array}."""
+    import subprocess
+    import sys
+
+    require_module("jax", "pip install 'jax[cpu]'")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=env,
+                         timeout=timeout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "jax"
+    return dict(np.load(args[-1]))
+
+
+def assert_same_weights(got, want, atol=1e-5):
+    """Two {variable path: array} dicts hold the same variables, equal within ``atol``."""
+    assert got.keys() == want.keys()
+    for path in want:
+        np.testing.assert_allclose(got[path], want[path], atol=atol, err_msg=path)
+
+
 def require_module(name, install):
     """``import name``; skips the test (or the module) when it is missing (fails it when ``CI=true``)."""
     import importlib
