@@ -64,7 +64,8 @@ def expected_default(action):
 
 def test_cli_page_lists_every_flag_with_its_help_and_default():
     """Every option string of every command (old spellings included) is in its command's section of docs/cli.md,
-    in a row with the help text ``--help`` prints and the parser's default."""
+    in a row with the help text ``--help`` prints (its "(default: ...)" left to the Default column) and the parser's
+    default."""
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
     checked = 0
     for words, parser in command_parsers(build_parser()):
@@ -78,7 +79,11 @@ def test_cli_page_lists_every_flag_with_its_help_and_default():
                 continue
             row = row_of(part, action.option_strings[0])
             help_text = argparse.HelpFormatter(parser.prog)._expand_help(action)
+            for repeated in (f" (default: {expected_default(action)})", f" (default: {action.default})",
+                             f" (comma-separated; default: {expected_default(action)})", " (comma-separated)"):
+                help_text = help_text.removesuffix(repeated)  # the Default column (and Takes) say it once
             assert help_text in row, (words, action.option_strings, help_text)
+            assert "(default: " not in row.split(" | ")[3] or "(default: " in help_text, row
             default = row.split(" | ")[2].strip("`")
             assert default == expected_default(action), (words, action.option_strings, default)
             checked += 1
@@ -89,6 +94,21 @@ def test_cli_page_is_up_to_date():
     done = subprocess.run([sys.executable, "tools/cli_reference.py", "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_cli_page_groups_the_flags_and_shows_an_example_per_command():
+    """Each command's section opens with an example of it (its flags are checked with the page's no-run blocks) and
+    lists its flags in groups, data first, deprecated ones last (--train-files after --output)."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    for words, _ in command_parsers(build_parser()):
+        if words:
+            part = section(text, words)
+            assert f"```bash\nzoo {' '.join(words)} " in part.split("```text", 1)[0], words
+    part = section(text, ["train", "bi-encoder"])
+    headings = re.findall(r"^\*\*(.+)\*\*$", part, re.MULTILINE)
+    assert headings[0] == "Data" and headings[-1] == "Deprecated" and "Training" in headings, headings
+    assert part.index("`--output`") < part.index("`--train-files`")
+    assert part.index("**Training**") < part.index("`--ema-momentum`")
 
 
 def test_cli_page_names_each_recipe_under_its_command():

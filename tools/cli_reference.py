@@ -43,9 +43,62 @@ def commands(parser, words=(), help_text=""):
                 yield from commands(sub, (*words, name), helps[name])
 
 
+# The flags of every command in groups, in this order; a flag named in none is under "Other". Deprecated flags (help
+# starting "deprecated") come last.
+GROUPS = {
+    "Data": ("tasks", "data_dir", "train", "valid", "test", "columns", "column", "labels", "format", "skip_bad_lines",
+             "limit_train", "stream", "batching", "length_buckets", "input", "corpus", "sentences", "groups",
+             "task_texts", "ict_corpus", "ict_limit", "ict_maxlen", "limit_docs", "min_chars", "query", "chunk_size"),
+    "Model": ("checkpoint", "model", "teachers", "cross_encoder", "pooling", "head", "maxlen", "dropout",
+              "zero_segments", "query_prefix", "config", "simplified_vocab", "matryoshka_dims", "truncate_dim", "name",
+              "signature", "quantize", "precision", "engine", "dtype", "calibrate", "remeasure", "index_model"),
+    "Training": ("epochs", "batch_size", "lr", "bi_lr", "cross_lr", "warmup", "weight_decay", "seed", "objective",
+                 "in_batch_weight", "word_order_negatives", "temperature", "steps", "nsp", "wwm", "ema_momentum",
+                 "gradient_accumulation_steps", "layer_decay", "lr_schedule", "adversarial_epsilon",
+                 "cached_mini_batch_size", "mixed_precision", "jit_compile"),
+    "Evaluation": ("eval_tasks", "eval_batch_size", "eval_every", "limit_eval", "select", "word_order_valid",
+                   "samples", "threshold"),
+    "Search and mining": ("index", "backend", "uri", "collection", "mode", "topk", "k", "weight", "lexical", "filter",
+                          "negatives", "range_min", "range_max", "margin", "max_score", "cross_encoder_max_score"),
+    "Serving": ("host", "port", "grpc_port", "api_key", "ui", "long_text", "max_batch_size", "batch_timeout_ms",
+                "max_chars", "max_request_batch", "request_timeout_s", "poll_seconds"),
+    "Output": ("output", "save_every", "progress", "verbose", "version"),
+    "Distributed": ("distribute", "coordinator", "num_processes", "process_id", "address", "processes"),
+}
+# One example per command (its flags are checked by the manual's tests; the guides run such commands).
+EXAMPLES = {
+    "train bi-encoder": "zoo train bi-encoder --tasks LCQMC,BQ --loss cosent --epochs 1 --output runs/cosent",
+    "train cross-encoder": "zoo train cross-encoder --tasks LCQMC --head softmax --output runs/cross",
+    "train dvbert": "zoo train dvbert --tasks LCQMC --teacher runs/cross --output runs/dvbert",
+    "train simbert": "zoo train simbert --tasks LCQMC,BQ --epochs 2 --output runs/simbert",
+    "pretrain": "zoo pretrain --corpus corpus.txt --objective tacl --steps 2000 --output runs/tacl",
+    "mirror-bert": "zoo mirror-bert --sentences sentences.txt --output runs/mirror",
+    "compare": "zoo compare --tasks LCQMC --output runs/compare",
+    "evaluate": "zoo evaluate --model runs/cosent --tasks LCQMC,BQ",
+    "encode": "zoo encode --model zoo-embed-zh-L4 --input texts.txt --output vectors.npy",
+    "index build": "zoo index build --input faq.txt --output faq-index",
+    "mine-negatives": "zoo mine-negatives --input pairs.csv --model zoo-embed-zh-L4 --range-min 3 --output triplets.tsv",
+    "search": "zoo search --index faq-index --query 怎么开通花呗 --topk 5 --mode hybrid",
+    "export": "zoo export --model runs/cosent --output exports/cosent",
+    "serve": "zoo serve --model embed=zoo-embed-zh-L4 --port 8501",
+}
+GROUP_OF = {dest: group for group, dests in GROUPS.items() for dest in dests}
+
+
 def help_of(parser, action):
     """The help text as ``--help`` prints it (``%(default)s`` filled in), unwrapped."""
     return argparse.HelpFormatter(parser.prog)._expand_help(action)
+
+
+def described(parser, action):
+    """The help text as the page shows it: without the "(default: ...)" the parser adds when it repeats the Default
+    column (a default the help words itself stays)."""
+    text, shown = help_of(parser, action), default_of(action).strip("`")
+    for suffix in (f" (default: {shown})", f" (default: {action.default})", f" (comma-separated; default: {shown})",
+                   " (comma-separated)"):
+        if text.endswith(suffix):
+            return text[:-len(suffix)]
+    return text
 
 
 def value_of(action):
@@ -75,23 +128,39 @@ def default_of(action):
     return f"`{default}`" if default != "" else '`""`'
 
 
-def flag_table(parser, skip_help=True):
-    """The Markdown table of a parser's flags; old spellings (``DeprecatedFlag``) beside the flag they name."""
+def group_of(parser, action):
+    """The group a flag is listed under (``GROUPS``; deprecated flags last)."""
+    if described(parser, action).startswith("deprecated"):
+        return "Deprecated"
+    return GROUP_OF.get(action.dest, "Other")
+
+
+def flag_table(parser, skip_help=True, grouped=True):
+    """The Markdown tables of a parser's flags, one per group (``GROUPS``); old spellings (``DeprecatedFlag``) beside
+    the flag they name."""
     actions = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._SubParsersAction)]
     old = {}
     for action in actions:
         if getattr(action, "replacement", None):
             old.setdefault(action.replacement, []).extend(action.option_strings)
-    rows = ["| Flag | Takes | Default | Description |", "|---|---|---|---|"]
-    for action in actions:
-        if action.help == argparse.SUPPRESS or (skip_help and isinstance(action, argparse._HelpAction)):
-            continue
-        flags = ", ".join(f"`{s}`" for s in action.option_strings)
-        spellings = old.get(action.option_strings[0], [])
-        if spellings:
-            flags += f" (old: {', '.join(f'`{s}`' for s in spellings)})"
-        rows.append(f"| {flags} | {value_of(action)} | {default_of(action)} | {escape(help_of(parser, action))} |")
-    return "\n".join(rows) + "\n"
+    shown = [a for a in actions
+             if not (a.help == argparse.SUPPRESS or (skip_help and isinstance(a, argparse._HelpAction)))]
+    order = [*GROUPS, "Other", "Deprecated"]
+    groups = sorted({group_of(parser, a) for a in shown}, key=order.index) if grouped else [None]
+    tables = []
+    for group in groups:
+        rows = ["| Flag | Takes | Default | Description |", "|---|---|---|---|"]
+        for action in shown:
+            if group is not None and group_of(parser, action) != group:
+                continue
+            flags = ", ".join(f"`{s}`" for s in action.option_strings)
+            spellings = old.get(action.option_strings[0], [])
+            if spellings:
+                flags += f" (old: {', '.join(f'`{s}`' for s in spellings)})"
+            rows.append(f"| {flags} | {value_of(action)} | {default_of(action)} | "
+                        f"{escape(described(parser, action))} |")
+        tables.append((f"**{group}**\n\n" if group else "") + "\n".join(rows) + "\n")
+    return "\n".join(tables)
 
 
 def usage(parser):
@@ -144,8 +213,10 @@ def command_section(words, parser, by_command, pages):
             for path, every in by_command[name]))
     about = prose(config.__doc__ if config else parser.description or "")
     notes = "; ".join(notes)
+    example = (f"For example:\n\n<!-- no-run: an example of the command's flags (checked; the guides run such "
+               f"commands) -->\n```bash\n{EXAMPLES[name]}\n```\n\n")
     return (f"## zoo {name}\n\n{about}\n\n" + (f"{notes[0].upper()}{notes[1:]}.\n\n" if notes else "")
-            + f"```text\n{usage(parser)}\n```\n\n{flag_table(parser)}")
+            + example + f"```text\n{usage(parser)}\n```\n\n{flag_table(parser)}")
 
 
 def page():
@@ -164,7 +235,7 @@ def page():
            "flag.\n\n"
            "The recipes in `tasks/` (`python tasks/NAME.py`) take the flags of the command they write out, named "
            "under each command; `python tasks/NAME.py --help` lists them.\n\n"
-           f"## zoo\n\n```text\n{usage(root)}\n```\n\n{flag_table(root, skip_help=False)}\n"
+           f"## zoo\n\n```text\n{usage(root)}\n```\n\n{flag_table(root, skip_help=False, grouped=False)}\n"
            f"| Command | What it does |\n|---|---|\n{listing}\n"]
     out += ["\n" + command_section(w, p, by_command, pages) for w, p, _ in found]
     return "".join(out)
