@@ -329,9 +329,27 @@ def op_st_encode(args, batch=None, state=None):
     return {str(i): model.encode(args["texts"], **options) for i, options in enumerate(args["calls"])}
 
 
+def op_st_paraphrases(args, batch=None, state=None):
+    """sentence-transformers' ``paraphrase_mining_embeddings`` (``args["mining"]``: a list of keyword dicts) and
+    ``community_detection`` (``args["communities"]``) of ``batch["embeddings"]``: pairs as [score, i, j] rows
+    (``pairs{n}``); communities as their members in a row and their lengths (``members{n}``, ``lengths{n}``)."""
+    import torch
+    from sentence_transformers.util import community_detection, paraphrase_mining_embeddings
+
+    embeddings, out = torch.tensor(batch["embeddings"]), {}
+    for n, options in enumerate(args["mining"]):
+        out[f"pairs{n}"] = np.array(paraphrase_mining_embeddings(embeddings, **options), "float64").reshape(-1, 3)
+    for n, options in enumerate(args["communities"]):
+        communities = community_detection(embeddings, **options)
+        out[f"members{n}"] = np.array([m for c in communities for m in c], dtype="int64")
+        out[f"lengths{n}"] = np.array([len(c) for c in communities], dtype="int64")
+    return out
+
+
 OPS = {"build": op_build, "from_pretrained": op_from_pretrained, "torch_load": op_torch_load,
        "save_views": op_save_views, "build_family": op_build_family,
-       "st_folder": op_st_folder, "st_quantize": op_st_quantize, "st_encode": op_st_encode}
+       "st_folder": op_st_folder, "st_quantize": op_st_quantize, "st_encode": op_st_encode,
+       "st_paraphrases": op_st_paraphrases}
 
 
 def main(op, folder):
