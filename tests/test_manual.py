@@ -146,9 +146,11 @@ def read_mkdocs_yml():
 
 
 def test_every_page_is_in_the_navigation():
-    """A page under docs/ that no nav entry names is only reachable by a link (mkdocs merely logs it)."""
+    """A page under docs/ (or a shipped preset's model card, a page of the build: tools/mkdocs_hooks.py) that no nav
+    entry names is only reachable by a link (mkdocs merely logs it)."""
     listed = nav_pages(read_mkdocs_yml()["nav"])
-    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    cards = {f"models/{p.parent.name}.md" for p in (ROOT / "data" / "presets").glob("*/README.md")}  # the build's
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")} | cards
     assert not listed - pages, f"nav entries without a page: {sorted(listed - pages)}"
     assert not pages - listed, f"pages missing from mkdocs.yml's nav: {sorted(pages - listed)}"
 
@@ -318,6 +320,15 @@ def test_the_home_page_first_screen_shows_an_example_and_its_output(site_in_brow
             bottom: b.getBoundingClientRect().bottom, text: b.textContent}));""")
     assert len(blocks) == 2 and "from_preset" in blocks[0]["text"] and "如何开通花呗" in blocks[1]["text"], blocks
     assert all(b["bottom"] <= 800 for b in blocks), [b["bottom"] for b in blocks]
+
+
+def test_each_shipped_model_card_is_a_page(site):
+    """Every data/presets/NAME/README.md is the page models/NAME/ of the built manual: its title and scores table."""
+    cards = sorted((ROOT / "data" / "presets").glob("*/README.md"))
+    assert len(cards) >= 2
+    for card in cards:
+        page = text_of((site / "models" / card.parent.name / "index.html").read_text(encoding="utf-8"))
+        assert card.parent.name in page and "test Spearman" in page, card
 
 
 def test_the_repository_url_is_set_once(site):

@@ -1,6 +1,7 @@
 """The manual's build hooks (mkdocs.yml ``hooks``): the repository's URL is set once, as ``url`` in setup.cfg; the
 manual's repository link (``repo_url``) and its pages (``{{ repo_url }}``, e.g. the install page's ``git clone``)
-read it from there."""
+read it from there. The shipped presets' model cards (``data/presets/NAME/README.md``) are pages of the manual,
+``models/NAME.md``, as they are (``card_pages``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,22 @@ def repository_url():
     config = configparser.ConfigParser()
     config.read(os.path.join(ROOT, "setup.cfg"), encoding="utf-8")
     return config["metadata"]["url"]
+
+
+def card_pages():
+    """{page path in the manual: a shipped preset's model card} for every ``data/presets/NAME/README.md``."""
+    presets = os.path.join(ROOT, "data", "presets")
+    return {f"models/{name}.md": os.path.join(presets, name, "README.md") for name in sorted(os.listdir(presets))
+            if os.path.isfile(os.path.join(presets, name, "README.md"))}
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for page, card in card_pages().items():
+        with open(card, encoding="utf-8") as f:
+            files.append(File.generated(config, page, content=f.read()))
+    return files
 
 
 def on_config(config):

@@ -1,0 +1,136 @@
+"""Quality against speed, for choosing a Chinese sentence encoder: the five-task test Spearman (mean of ATEC, BQ,
+LCQMC, PAWS-X, STS-B) beside sentences/s on this CPU, for zoo's shipped encoders and the architectures of public
+ones.
+
+    python bench/bench_models.py                       # 3 rounds of 1,024 sentences (minutes on 2 cores)
+    python bench/bench_models.py --rounds 1 --sentences 128
+
+Speed: the first --sentences LCQMC test sentences at batch 64 (maxlen 64) through zoo's fastest path
+(``encode(engine="fastest")``), after one warm-up pass; --rounds rounds, each timing every model once in a rotated
+order; the median sentences/s. Public models cannot be downloaded here: their architectures are timed with random
+weights of the published shape (speed does not depend on the weights), beside their published quality
+(bench/results/public_baselines.json). zoo's quality is its presets' (data/presets/NAME/ship.json). Writes
+bench/results/model_choice.json and .md; the results page draws the chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+TASKS = ("ATEC", "BQ", "LCQMC", "PAWSX", "STS-B")
+SHIPPED = ("zoo-embed-zh-L4", "zoo-simbert-zh-L4")
+SHAPES = {  # an architecture's name: ((layers, hidden, heads, intermediate), the public models of that shape)
+    "L4/H512/I2048": ((4, 512, 8, 2048), ("BAAI/bge-small-zh-v1.5",)),
+    "L12/H768/I3072": ((12, 768, 12, 3072), ("BAAI/bge-base-zh-v1.5", "moka-ai/m3e-base",
+                                             "shibing624/text2vec-base-chinese (MacBERT + CoSENT)",
+                                             "BERT-base + CoSENT, one model per task")),
+}
+MAXLEN, BATCH = 64, 64
+
+
+def sentences(n):
+    with gzip.open(os.path.join(ROOT, "data", "LCQMC", "LCQMC.test.data.gz"), "rt", encoding="utf-8") as f:
+        texts = [line.split("\t")[0] for line in f]
+    return texts[:n]
+
+
+def random_encoder(shape, tokenizer, seed=0):
+    """A SentenceEncoder of ``shape`` with random weights ([CLS] pooling), on bert-base-chinese's vocabulary."""
+    import keras
+
+    import zoo
+
+    layers, hidden, heads, intermediate = shape
+    keras.utils.set_random_seed(seed)
+    backbone = zoo.BertBackbone(tokenizer.vocab_size, layers, heads, hidden, intermediate, max_sequence_length=512,
+                                dropout=0.0)
+    return zoo.SentenceEncoder(backbone, tokenizer, pooling="cls", maxlen=MAXLEN)
+
+
+def mean_quality(scores):
+    return round(statistics.mean(scores[t] for t in TASKS), 2)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=1024)
+    parser.add_argument("--output", default=os.path.join(HERE, "results", "model_choice"))
+    args = parser.parse_args()
+
+    import zoo
+    from zoo.hardware import cpu_kind, cpu_model, usable_cpus
+
+    texts = sentences(args.sentences)
+    shipped = {name: zoo.from_preset(name) for name in SHIPPED}
+    models = {name: (model, model.maxlen) for name, model in shipped.items()}
+    tokenizer = shipped[SHIPPED[0]].tokenizer
+    models.update({f"{name}, random weights": (random_encoder(shape, tokenizer), MAXLEN)
+                   for name, (shape, _) in SHAPES.items()})
+    engines, seconds = {}, {name: [] for name in models}
+    for name, (model, maxlen) in models.items():  # warm-up: graphs written, fastest's choice measured
+        model.encode(texts, batch_size=BATCH, maxlen=maxlen, engine="fastest", show_progress_bar=False)
+        engines[name] = model.vector_source("fastest") if hasattr(model, "vector_source") else None
+    names = list(models)
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            model, maxlen = models[name]
+            t0 = time.perf_counter()
+            model.encode(texts, batch_size=BATCH, maxlen=maxlen, engine="fastest", show_progress_bar=False)
+            seconds[name].append(time.perf_counter() - t0)
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {len(texts) / seconds[n][-1]:.0f}/s" for n in names),
+              flush=True)
+    with open(os.path.join(HERE, "results", "public_baselines.json"), encoding="utf-8") as f:
+        public = {m["model"]: m for m in json.load(f)["models"]}
+    rows = []
+    for name in SHIPPED:
+        with open(os.path.join(ROOT, "data", "presets", name, "ship.json"), encoding="utf-8") as f:
+            ship = json.load(f)
+        scores = {t: round(ship["scores"]["float32"][t]["test_spearman"], 2) for t in TASKS}
+        rows.append({"model": name, "kind": "zoo preset", "timed": name, "test_spearman": scores,
+                     "mean": mean_quality(scores), "parameters": shipped[name].count_params()})
+    for shape_name, (shape, public_models) in SHAPES.items():
+        timed = f"{shape_name}, random weights"
+        for model in public_models:
+            scores = public[model]["test_spearman"]
+            rows.append({"model": model, "kind": "public (published quality)", "timed": timed,
+                         "test_spearman": scores, "mean": mean_quality(scores), "source": public[model]["source"],
+                         "parameters": models[timed][0].count_params()})
+    speed = {name: round(len(texts) / statistics.median(s), 1) for name, s in seconds.items()}
+    for row in rows:
+        row["sentences_per_second"] = speed[row["timed"]]
+    record = {"command": " ".join(["python", "bench/bench_models.py", *sys.argv[1:]]),
+              "machine": {"cpu": cpu_model(), "kind": cpu_kind(), "cpus": usable_cpus()},
+              "setting": {"sentences": len(texts), "batch_size": BATCH, "maxlen": MAXLEN, "rounds": args.rounds,
+                          "engine": "fastest"},
+              "engines": engines, "sentences_per_second": speed, "rows": rows,
+              "note": "public models are timed with random weights of their published shape; their quality is the "
+                      "published figure (bench/results/public_baselines.json)"}
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output + ".json", "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1, ensure_ascii=False)
+    lines = [f"Five-task test Spearman against sentences/s at batch {BATCH} (maxlen {MAXLEN}, engine fastest) on "
+             f"{cpu_model()} ({cpu_kind()}, {usable_cpus()} CPUs), median of {args.rounds} rounds; "
+             f"`{record['command']}`", "",
+             "| model | timed as | parameters | mean | " + " | ".join(TASKS) + " | sentences/s |",
+             "|---|---|---|---|" + "---|" * len(TASKS) + "---|"]
+    lines += [f"| {r['model']} | {r['timed']} | {r['parameters'] / 1e6:.1f} M | {r['mean']:.2f} | "
+              + " | ".join(f"{r['test_spearman'][t]:.2f}" for t in TASKS) + f" | {r['sentences_per_second']:.0f} |"
+              for r in rows]
+    with open(args.output + ".md", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
