@@ -117,8 +117,6 @@ def main():
               "note": "public models are timed with random weights of their published shape; their quality is the "
                       "published figure (bench/results/public_baselines.json)"}
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output + ".json", "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1, ensure_ascii=False)
     lines = [f"Five-task test Spearman against sentences/s at batch {BATCH} (maxlen {MAXLEN}, engine fastest) on "
              f"{cpu_model()} ({cpu_kind()}, {usable_cpus()} CPUs), median of {args.rounds} rounds; "
              f"`{record['command']}`", "",
@@ -127,6 +125,9 @@ def main():
     lines += [f"| {r['model']} | {r['timed']} | {r['parameters'] / 1e6:.1f} M | {r['mean']:.2f} | "
               + " | ".join(f"{r['test_spearman'][t]:.2f}" for t in TASKS) + f" | {r['sentences_per_second']:.0f} |"
               for r in rows]
+    record["table"] = lines  # the manual shows it (tools/results_pages.py: bench-table)
+    with open(args.output + ".json", "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1, ensure_ascii=False)
     with open(args.output + ".md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
