@@ -486,7 +486,7 @@ def test_gradient_accumulation_equals_one_big_batch_for_a_per_pair_loss():
     assert TrainConfig(gradient_accumulation_steps=4, ema_momentum=0.999, layer_decay=0.9,
                        lr_schedule=("1000:1,2000:0.1",)).optimizer_options() == {
         "ema_momentum": 0.999, "gradient_accumulation_steps": 4, "layer_decay": 0.9,
-        "lr_schedule": {1000: 1.0, 2000: 0.1}}
+        "lr_schedule": {1000: 1.0, 2000: 0.1}, "loss_scale": False}
     for bad, flag in [({"ema_momentum": 1.0}, "--ema-momentum"), ({"gradient_accumulation_steps": 0},
                                                                    "--gradient-accumulation-steps"),
                       ({"ema_momentum": 0.99, "distribute": "data-parallel"}, "--ema-momentum"),
