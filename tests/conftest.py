@@ -40,12 +40,15 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 def _record_crashes():
     """A worker that crashes takes its stderr with it (xdist reports only "worker crashed"): each worker writes the
     Python stacks of a fatal signal (``faulthandler``: SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) to a file of its
-    own in ``ZOO_CRASH_DIR``, which the controller makes and prints at the end (``pytest_terminal_summary``)."""
+    own in ``ZOO_CRASH_DIR``, which its controller (``ZOO_CRASH_OWNER``: the workers' parent) makes and prints at the
+    end (``pytest_terminal_summary``)."""
     import faulthandler
     import tempfile
 
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        os.environ.setdefault("ZOO_CRASH_DIR", tempfile.mkdtemp(prefix="zoo_crashes_"))
+    if "PYTEST_XDIST_WORKER" not in os.environ or os.environ.get("ZOO_CRASH_OWNER") != str(os.getppid()):
+        # a controller, or a pytest that a test started inside a worker: a folder of its own for its workers
+        os.environ["ZOO_CRASH_DIR"] = tempfile.mkdtemp(prefix="zoo_crashes_")
+        os.environ["ZOO_CRASH_OWNER"] = str(os.getpid())
         return None
     path = os.path.join(os.environ["ZOO_CRASH_DIR"], f"{os.environ['PYTEST_XDIST_WORKER']}-{os.getpid()}.txt")
     crash_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 -- open for the life of the worker
