@@ -431,8 +431,9 @@ def ema_run(tmp_path, name, epochs, batches, seed=3):
 
 def test_ema_evaluates_and_keeps_the_average_trains_on_the_raw_weights_and_resumes(tmp_path):
     """--ema-momentum (Keras' use_ema): the evaluator measures and OUTPUT/model keeps the moving average, training
-    goes on from the raw weights (they differ), and a run resumed after its first epoch ends with the same average
-    and raw weights as one never stopped."""
+    goes on from the raw weights (they differ), the starting point is measured on the weights themselves (the
+    averages are set at the first step: before it they are zeros), and a run resumed after its first epoch ends with
+    the same average and raw weights as one never stopped."""
     from helpers import tiny_sentence_encoder
     from zoo.data.pair_files import PairDataset
     from zoo.train import PairBatches
@@ -446,6 +447,8 @@ def test_ema_evaluates_and_keeps_the_average_trains_on_the_raw_weights_and_resum
     average = np.array(optimizer._model_variables_moving_average[0].numpy())
     assert np.abs(raw - average).max() > 1e-4  # training kept the raw weights
     np.testing.assert_allclose(evaluator.seen[-1], average, atol=1e-6)  # the last epoch was measured on the average
+    start = np.array(tiny_sentence_encoder(3).trainable_variables[0].numpy())
+    np.testing.assert_allclose(evaluator.seen[0], start, atol=1e-6)  # before any step: the weights (no average yet)
     kept = zoo.SentenceEncoder.from_preset(tmp_path / "whole" / "model")
     np.testing.assert_allclose(kept.trainable_variables[0].numpy(), average, atol=1e-6)  # and kept
 

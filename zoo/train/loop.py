@@ -281,8 +281,8 @@ def averaged_weights(trainer):
     ``use_ema``: ``--ema``), the weights an evaluation measures and a kept model holds; the raw weights come back
     after. Without ``use_ema``, nothing changes. (The optimizer's own lists, as Keras' SwapEMAWeights uses them.)"""
     optimizer = trainer.optimizer
-    if not getattr(optimizer, "use_ema", False) or not optimizer.built:
-        yield
+    if not getattr(optimizer, "use_ema", False) or not optimizer.built or int(optimizer.iterations) == 0:
+        yield  # before the first step the averages are not set yet (zeros): Keras starts them from the weights
         return
     pairs = [(v, a) for v, a in zip(optimizer._trainable_variables, optimizer._model_variables_moving_average)
              if a is not None]
