@@ -21,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CHECKPOINT = os.path.join(ROOT, "..", "shared", "models", "chinese_L-4_H-256_A-4", "google")
+CHECKPOINT = "../shared/models/chinese_L-4_H-256_A-4/google"  # the runs start in the repository's folder
 REGRESSION = ["tasks/lcqmc_cosent.py", "--limit-train", "4000", "--checkpoint", CHECKPOINT]
 IN_BATCH = ["-m", "zoo", "train", "bi-encoder", "--tasks", "LCQMC", "--limit-train", "4000", "--checkpoint",
             CHECKPOINT, "--in-batch-weight", "1"]

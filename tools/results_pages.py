@@ -345,6 +345,38 @@ def draw_recall_chart(data, path):
     save(plt, fig, path)
 
 
+def choice_chart_name(data):
+    return chart_name("model_choice", [[r["model"], r["mean"], r["sentences_per_second"]] for r in data["rows"]])
+
+
+def draw_choice_chart(data, path):
+    """bench_models: each model's five-task test Spearman mean against sentences/s on this CPU."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5))
+    colours = {"zoo preset": "#2b6cb0", "public (published quality)": "#dd6b20"}
+    for kind, colour in colours.items():
+        rows = [r for r in data["rows"] if r["kind"] == kind]
+        ax.scatter([r["sentences_per_second"] for r in rows], [r["mean"] for r in rows], color=colour, label=kind)
+        for r in rows:
+            ax.annotate(r["model"], (r["sentences_per_second"], r["mean"]), fontsize=7, xytext=(4, 3),
+                        textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"sentences/s at batch {data['setting']['batch_size']}, engine fastest, "
+                  f"{data['machine']['cpus']} CPU cores (log scale; right is faster)")
+    ax.set_ylabel("test Spearman, mean of the five tasks")
+    ax.set_title("public models: published quality, speed of their shape with random weights", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    save(plt, fig, path)
+
+
+def block_model_choice(src, arg=None):
+    """bench_models' chart and table."""
+    data = src.bench("model_choice")
+    return (f"![five-task test Spearman against sentences/s](docs/results/{choice_chart_name(data)})\n\n"
+            + block_bench_table(src, "model_choice"))
+
+
 def compare_plots(run):
     """{task: {model: plot record}} of a ``zoo compare`` record (empty when its rows carry none)."""
     out = {}
@@ -377,6 +409,8 @@ def charts(src):
         out[speed_chart_name(data, run)] = lambda path, data=data: draw_speed_chart(data, path)
     million = src.bench("million")
     out[recall_chart_name(million)] = lambda path: draw_recall_chart(million, path)
+    choice = src.bench("model_choice")
+    out[choice_chart_name(choice)] = lambda path: draw_choice_chart(choice, path)
     for name in src.runs():
         for task, plots in compare_plots(src.run(name)).items():
             names = compare_chart_names(name, task, plots)
@@ -550,6 +584,9 @@ def block_search_chart(src, arg=None):
 
 
 NARROW = {  # results file -> per wide table of its ``table`` field, [(lead line, columns)]: one narrower table each
+    "model_choice": [[
+        ("Quality and speed", ["model", "timed as", "parameters", "mean", "sentences/s"]),
+        ("Test Spearman x100 per task", ["model", "ATEC", "BQ", "LCQMC", "PAWSX", "STS-B", "mean"])]],
     "quality_ablation": [[
         ("The four tasks' valid mean beside WORDORDER, PAWS-X valid (transfer) and the selection metric",
          ["run", "ingredients", "4-task mean", "WORDORDER", "PAWS-X valid", "selection (mean of 5)"]),
@@ -618,7 +655,8 @@ BLOCKS = {"bench-table": block_bench_table, "models": block_models, "main-job": 
           "paraphrase-retrieval": block_paraphrase_retrieval, "paraphrase": block_paraphrase,
           "generation": block_generation, "integrity": block_integrity, "soak": block_soak, "serving": block_serving,
           "streaming": block_streaming, "distribute": block_distribute, "public-models": block_public_models,
-          "matchers": block_matchers, "compare-plots": block_compare_plots, "search-chart": block_search_chart}
+          "matchers": block_matchers, "compare-plots": block_compare_plots, "search-chart": block_search_chart,
+          "model-choice": block_model_choice}
 
 
 # ------------------------------------------------------------------------------ pages (docs/results/)
@@ -631,6 +669,10 @@ def distribute_table(src):
 PAGE_TITLES = {  # the pages of the results files no page above covers: (title, what it shows)
     "cached": ("Cached in-batch negatives (GradCache)", "peak memory and step time of a large in-batch ranking batch, "
                "cached in mini-batches and not"),
+    "model_choice": ("Quality against speed", "zoo's shipped encoders and the architectures of public Chinese "
+                     "encoders: five-task test Spearman beside sentences/s on this CPU"),
+    "techniques": ("Training techniques, measured", "the 4,000-pair LCQMC regression run with each training "
+                   "technique: valid and test Spearman, training seconds"),
     "million_milvus_10k": ("Milvus Lite beside zoo's indexes", "Milvus Lite's FLAT and IVF_FLAT beside exact search "
                            "and HNSW on a small sample of the million-sentence corpus"),
     "quality_ablation": ("Word-order ablation", "word-order negatives and in-batch ranking, each and together, "
