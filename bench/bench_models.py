@@ -36,6 +36,27 @@ SHAPES = {  # an architecture's name: ((layers, hidden, heads, intermediate), th
                                              "BERT-base + CoSENT, one model per task")),
 }
 MAXLEN, BATCH = 64, 64
+# what a chooser reads beside quality and speed: licence and intended use, from each model's own card (zoo's: the
+# preset's data terms, data/presets/NAME/README.md); public models cannot be downloaded here, so these are copied,
+# with where from
+CARDS = {
+    "zoo-embed-zh-L4": ("weights: research use only (trained on LCQMC and BQ)",
+                        "general Chinese sentence similarity and search", "data/presets/zoo-embed-zh-L4/README.md"),
+    "zoo-simbert-zh-L4": ("weights: research use only (trained on LCQMC)",
+                          "paraphrase generation, and retrieval with the same model",
+                          "data/presets/zoo-simbert-zh-L4/README.md"),
+    "BAAI/bge-small-zh-v1.5": ("MIT", "general Chinese embeddings: similarity, retrieval with a query instruction",
+                               "huggingface.co/BAAI/bge-small-zh-v1.5"),
+    "BAAI/bge-base-zh-v1.5": ("MIT", "general Chinese embeddings: similarity, retrieval with a query instruction",
+                              "huggingface.co/BAAI/bge-base-zh-v1.5"),
+    "moka-ai/m3e-base": ("research use only (its card: trained on non-commercial data)",
+                         "Chinese similarity and retrieval", "huggingface.co/moka-ai/m3e-base"),
+    "shibing624/text2vec-base-chinese (MacBERT + CoSENT)": ("Apache-2.0", "Chinese sentence similarity",
+                                                            "huggingface.co/shibing624/text2vec-base-chinese"),
+    "BERT-base + CoSENT, one model per task": ("no weights published (a recipe on Google's BERT, Apache-2.0)",
+                                               "a model per task, trained on its own train split",
+                                               "kexue.fm/archives/8847"),
+}
 
 
 def sentences(n):
@@ -97,15 +118,24 @@ def main():
         with open(os.path.join(ROOT, "data", "presets", name, "ship.json"), encoding="utf-8") as f:
             ship = json.load(f)
         scores = {t: round(ship["scores"]["float32"][t]["test_spearman"], 2) for t in TASKS}
+        model = shipped[name]
         rows.append({"model": name, "kind": "zoo preset", "timed": name, "test_spearman": scores,
-                     "mean": mean_quality(scores), "parameters": shipped[name].count_params()})
+                     "mean": mean_quality(scores), "parameters": model.count_params(), "dim": model.dim,
+                     "max_tokens": model.max_input_tokens, "maxlen": model.maxlen,
+                     "size_bytes": ship["sizes_bytes"][ship["weights_dtype"]],
+                     "size_is": f"the shipped {ship['weights_dtype']} weights"})
     for shape_name, (shape, public_models) in SHAPES.items():
         timed = f"{shape_name}, random weights"
         for model in public_models:
             scores = public[model]["test_spearman"]
+            encoder = models[timed][0]
             rows.append({"model": model, "kind": "public (published quality)", "timed": timed,
                          "test_spearman": scores, "mean": mean_quality(scores), "source": public[model]["source"],
-                         "parameters": models[timed][0].count_params()})
+                         "parameters": encoder.count_params(), "dim": encoder.dim,
+                         "max_tokens": encoder.backbone.max_sequence_length, "maxlen": MAXLEN,
+                         "size_bytes": 4 * encoder.count_params(), "size_is": "float32 weights, 4 bytes a parameter"})
+    for row in rows:
+        row["licence"], row["use"], row["card"] = CARDS[row["model"]]
     speed = {name: round(len(texts) / statistics.median(s), 1) for name, s in seconds.items()}
     for row in rows:
         row["sentences_per_second"] = speed[row["timed"]]

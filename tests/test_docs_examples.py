@@ -302,7 +302,7 @@ def test_the_manual_builds(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
                           env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
-    assert (tmp_path / "site" / "api" / "models" / "index.html").is_file()
+    assert (tmp_path / "site" / "api" / "sentence-encoder" / "index.html").is_file()
 
 
 # ------------------------------------------------------------------------------ the collector itself

@@ -8,6 +8,8 @@ import argparse
 import ast
 import dataclasses
 import html
+import inspect
+import json
 import os
 import re
 import subprocess
@@ -198,9 +200,9 @@ def init_parameters(path, class_name):
 
 
 @pytest.mark.parametrize("page, object_id, path", [
-    ("models", "zoo.models.bi_encoder.SentenceEncoder", "zoo/models/bi_encoder.py"),
-    ("models", "zoo.models.cross_encoder.CrossEncoder", "zoo/models/cross_encoder.py"),
-    ("inference", "zoo.retrieval.base.SemanticIndex", "zoo/retrieval/base.py"),
+    ("sentence-encoder", "zoo.models.bi_encoder.SentenceEncoder", "zoo/models/bi_encoder.py"),
+    ("cross-encoder", "zoo.models.cross_encoder.CrossEncoder", "zoo/models/cross_encoder.py"),
+    ("semantic-index", "zoo.retrieval.base.SemanticIndex", "zoo/retrieval/base.py"),
 ])
 def test_api_reference_shows_constructor_parameters(site, page, object_id, path):
     """A class's heading carries its ``__init__`` parameters (merge_init_into_class)."""
@@ -212,9 +214,12 @@ def test_api_reference_shows_constructor_parameters(site, page, object_id, path)
 
 
 def test_api_reference_shows_from_preset(site):
-    """The models' ``from_preset`` (on ``Task``) is documented with its parameters."""
-    task = entry((site / "api" / "models" / "index.html").read_text(encoding="utf-8"), "zoo.models.task.Task")
-    assert re.search(r"from_preset\(path\b", text_of(entry(task, "zoo.models.task.Task.from_preset")))
+    """The models' ``from_preset`` (on ``Task``, their base) is documented on each model's page with its
+    parameters."""
+    for page, name in (("sentence-encoder", "bi_encoder.SentenceEncoder"), ("cross-encoder", "cross_encoder.CrossEncoder"),
+                       ("simbert", "simbert.SimBERT")):
+        model = entry((site / "api" / page / "index.html").read_text(encoding="utf-8"), f"zoo.models.{name}")
+        assert re.search(r"from_preset\(path\b", text_of(entry(model, f"zoo.models.{name}.from_preset")))
 
 
 def test_api_reference_shows_config_fields(site):
@@ -236,9 +241,152 @@ def test_api_reference_renders_examples_as_code(site):
     for page in sorted((site / "api").rglob("index.html")):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r"<blockquote>\s*<blockquote>", text) and "&gt;&gt;&gt;" not in text, page
-    models = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    models = (site / "api" / "sentence-encoder" / "index.html").read_text(encoding="utf-8")
     example = entry(models, "zoo.models.bi_encoder.SentenceEncoder")
     assert '<div class="highlight"><pre>' in example.split('id="zoo.models.bi_encoder.SentenceEncoder.', 1)[0]
+
+
+def api_entries():
+    """[(API page, object path, listed members or None)] of the ``::: path`` entries of docs/api/*.md."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from mkdocs_hooks import ENTRY
+
+    found = []
+    for page in sorted((ROOT / "docs" / "api").glob("*.md")):
+        for path, members in ENTRY.findall(page.read_text(encoding="utf-8")):
+            found.append((page.stem, path, json.loads(members) if members and members != "false" else [] if members
+                          else None))
+    return found
+
+
+def api_object(path):
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:  # a class: module.Class
+        module, _, owner = module.rpartition(".")
+        return getattr(getattr(importlib.import_module(module), owner), name)
+
+
+def documented_parameters(obj):
+    """The names of the ``:param name:`` fields of ``obj``'s docstring."""
+    return set(re.findall(r"^\s*:param (\w+):", inspect.getdoc(obj) or "", re.MULTILINE))
+
+
+def undocumented(function, documented_on):
+    """The parameters of ``function`` (self and cls left out) that ``documented_on``'s docstring leaves out."""
+    names = [p for p in inspect.signature(function).parameters if p not in ("self", "cls")]
+    return [p for p in names if p not in documented_parameters(documented_on)]
+
+
+def test_api_docstrings_document_every_parameter():
+    """Docstrings in one style (Sphinx fields, CONTRIBUTING.md): every parameter of every callable the API reference
+    shows -- a class's constructor, the members its page lists, a function -- has a ``:param name:`` field. A class
+    is documented in its own docstring, or where its ``__init__`` is (a family's backbone without one by
+    BertBackbone); config classes document their fields instead (zoo.config.option, tested above)."""
+    missing, checked = [], 0
+    for page, path, members in api_entries():
+        obj = api_object(path)
+        if inspect.isclass(obj):
+            if dataclasses.is_dataclass(obj) and path.endswith("Config"):
+                continue
+            owner = next((c for c in obj.__mro__ if "__init__" in vars(c)), None)
+            if owner is not None and owner.__module__.startswith("zoo"):
+                documented_on = obj if documented_parameters(obj) else owner  # a mixin's __init__: on the class
+                missing += [f"{page}: {obj.__name__}({p})" for p in undocumented(owner.__init__, documented_on)]
+                checked += 1
+            for member in members or ():
+                function = inspect.getattr_static(obj, member)
+                function = getattr(function, "__func__", function)
+                if inspect.isfunction(function):
+                    missing += [f"{page}: {path}.{member}({p})" for p in undocumented(function, function)]
+                    checked += 1
+        else:
+            missing += [f"{page}: {path}({p})" for p in undocumented(obj, obj)]
+            checked += 1
+    assert checked > 100, checked
+    assert not missing, missing
+
+
+def test_api_pages_each_show_an_example_and_hide_internals(site):
+    """Each page of the API reference (by class or concept) shows a runnable example, documents BertBackbone once,
+    and shows none of the internals the module-by-module reference used to (layers, activations, protobufs)."""
+    pages = sorted(p for p in (site / "api").glob("*/index.html"))
+    assert len(pages) >= 12, pages
+    backbone = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        content = text.split('<article', 1)[1]
+        assert '<div class="highlight"><pre>' in content, f"{page.parent.name}: no example"
+        backbone += text.count('id="zoo.backbones.bert.BertBackbone"')
+        for internal in ("BiasAdd", "gelu_tanh", "merged_attention_mask", "serving.protos"):
+            assert not re.search(rf'id="zoo\.[\w.]*{re.escape(internal)}', text), (page.parent.name, internal)
+        private = re.findall(r'id="(zoo\.[\w.]*\.(?:_[^_"]\w*|__(?!init__|call__)\w+__))"', text)
+        assert not private, (page.parent.name, private)
+    assert backbone == 1
+
+
+def test_guides_link_the_api_names_they_use(site):
+    """Where a guide names a class of the API reference in an inline code span, the name links to its entry (the
+    build hook, tools/mkdocs_hooks.py ``linked``); code blocks are left as they are."""
+    classes = {path.rpartition(".")[2]: (page, path) for page, path, _ in api_entries()
+               if path.rpartition(".")[2][0].isupper()}
+    linked = unlinked = 0
+    for html_file in sorted(site.rglob("index.html")):
+        relative = html_file.relative_to(site).as_posix()
+        if relative.startswith(("api/", "search/")):
+            continue
+        text = html_file.read_text(encoding="utf-8").split('<article', 1)[-1]
+        for match in re.finditer(r"(<a [^>]*>)?<code>(?:zoo\.)?([A-Z]\w+)</code>", text):
+            if match[2] in classes:
+                if match[1] and f"api/{classes[match[2]][0]}/#{classes[match[2]][1]}" in match[1]:
+                    linked += 1
+                else:
+                    unlinked += 1
+                    assert match[1], f"{relative}: `{match[2]}` is not a link"
+    assert linked >= 20, linked
+    bi_encoders = (site / "bi-encoders" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../api/sentence-encoder/#zoo.models.bi_encoder.SentenceEncoder"' in bi_encoders
+
+
+def test_the_link_hook_leaves_code_blocks_headings_and_links_alone():
+    sys.path.insert(0, str(ROOT / "tools"))
+    from mkdocs_hooks import api_names, linked
+
+    names = api_names()
+    text = ("Call `SentenceEncoder.encode(texts)`, `zoo.train.fit` and `read_pairs`; not `fit` nor `encode`.\n"
+            "```python\nenc = `SentenceEncoder`\n```\n## `SentenceEncoder`\n[`SentenceEncoder`](x.md)")
+    out = linked(text, "guide/page.md", names).split("\n")
+    assert out[0] == ("Call [`SentenceEncoder.encode(texts)`](../api/sentence-encoder.md#zoo.models.bi_encoder."
+                      "SentenceEncoder.encode), [`zoo.train.fit`](../api/training.md#zoo.train.loop.fit) and "
+                      "[`read_pairs`](../api/data.md#zoo.data.pair_files.read_pairs); not `fit` nor `encode`.")
+    assert out[1:] == text.split("\n")[1:]
+
+
+def test_pretrained_models_page_has_a_row_per_model_from_the_one_results_file(site):
+    """The pretrained-models page (sbert.net's, keras.io's): each model of bench_models' results file with its
+    parameters, dimension and input length, size, speed, five-task mean, licence and use; zoo's own link to their
+    cards, which are pages of the manual."""
+    data = json.loads((ROOT / "bench" / "results" / "model_choice.json").read_text(encoding="utf-8"))
+    text = (site / "pretrained-models" / "index.html").read_text(encoding="utf-8")
+    table = text.split("<table", 1)[1].split("</table>", 1)[0]
+    header = text_of(table.split("<thead", 1)[1].split(">", 1)[1].split("</thead>", 1)[0])
+    assert header == "model parameters dim / max tokens size sentences/s 5-task mean licence intended use", header
+    body = table.split("<tbody>", 1)[1]
+    rows = body.split("</tr>")[:-1]
+    assert len(rows) == len(data["rows"])
+    for row, model in zip(rows, data["rows"]):
+        cells = [text_of(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
+        assert cells[0].startswith(model["model"]), (cells, model["model"])
+        assert cells[1:6] == [f"{model['parameters'] / 1e6:.1f} M", f"{model['dim']} / {model['max_tokens']}",
+                              f"{model['size_bytes'] / 2**20:.0f} MiB", f"{model['sentences_per_second']:,.0f}",
+                              f"{model['mean']:.2f}"], cells
+        assert cells[6:] == [model["licence"], model["use"]], cells
+        if model["kind"] == "zoo preset":
+            assert f'href="../models/{model["model"]}/"' in row
+            assert (site / "models" / model["model"] / "index.html").exists()
 
 
 def test_search_finds_chinese_words(site):

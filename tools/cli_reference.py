@@ -183,11 +183,11 @@ def recipes():
 
 
 def api_pages():
-    """{module: API page} from the ``::: module`` lines of docs/api/*.md."""
+    """{object path: API page} from the ``::: path`` lines of docs/api/*.md."""
     pages = {}
     for path in sorted((ROOT / "docs" / "api").glob("*.md")):
-        for module in re.findall(r"^::: ([\w.]+)", path.read_text(encoding="utf-8"), re.MULTILINE):
-            pages[module] = f"api/{path.name}"
+        for name in re.findall(r"^::: ([\w.]+)", path.read_text(encoding="utf-8"), re.MULTILINE):
+            pages[name] = f"api/{path.name}"
     return pages
 
 
@@ -204,8 +204,9 @@ def command_section(words, parser, by_command, pages):
     notes = []
     if config:
         entry = f"`{config.__name__}`"
-        if config.__module__ in pages:
-            entry = f"[{entry}]({pages[config.__module__]}#{config.__module__}.{config.__name__})"
+        path = f"{config.__module__}.{config.__name__}"
+        if path in pages:
+            entry = f"[{entry}]({pages[path]}#{path})"
         notes.append(f"Settings: {entry}")
     if by_command.get(name):
         notes.append("recipes taking these flags: " + ", ".join(

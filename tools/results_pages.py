@@ -377,6 +377,33 @@ def block_model_choice(src, arg=None):
             + block_bench_table(src, "model_choice"))
 
 
+def block_pretrained_models(src, arg=None):
+    """The pretrained-models table (sbert.net's and keras.io's): one row per zoo preset and public model, from
+    bench_models' one results file: parameters, dimension and input length, size, speed, quality, licence, use."""
+    data = src.bench("model_choice")
+    if "licence" not in data["rows"][0]:
+        raise SystemExit("results_pages: bench/results/model_choice.json predates its licence and size fields: "
+                         "rerun `python bench/bench_models.py`")
+    rows = []
+    for r in data["rows"]:
+        name = (f"[`{r['model']}`](docs/models/{r['model']}.md)" if r["kind"] == "zoo preset"
+                else f"`{r['model']}`<br>(published quality; speed: its shape, random weights)")
+        rows.append([name, f"{r['parameters'] / 1e6:.1f} M", f"{r['dim']} / {r['max_tokens']}",
+                     f"{r['size_bytes'] / 2**20:.0f} MiB", count(r["sentences_per_second"]), f2(r["mean"]),
+                     r["licence"], r["use"]])
+    machine, setting = data["machine"], data["setting"]
+    return (table(["model", "parameters", "dim / max tokens", "size", "sentences/s", "5-task mean", "licence",
+                   "intended use"], rows)
+            + f"\nsentences/s: batch {setting['batch_size']}, maxlen {setting['maxlen']}, engine "
+              f"{setting['engine']}, median of {setting['rounds']} rounds on {machine['cpu']} ({machine['kind']}, "
+              f"{machine['cpus']} CPU cores): `{data['command']}`. 5-task mean: test Spearman x100 of the cosine, "
+              "mean of ATEC, BQ, LCQMC, PAWS-X and STS-B (zoo's measured, the public models' published). Max tokens: "
+              "the longest input the weights were trained on (zoo's presets cut at 64 by default) or the "
+              "architecture's position table. Size: the shipped weights for zoo's presets, float32 (4 bytes a "
+              "parameter) for the public models. Licence and use: from each model's card. "
+              + source("bench/results/model_choice.json"))
+
+
 def compare_plots(run):
     """{task: {model: plot record}} of a ``zoo compare`` record (empty when its rows carry none)."""
     out = {}
@@ -656,7 +683,7 @@ BLOCKS = {"bench-table": block_bench_table, "models": block_models, "main-job": 
           "generation": block_generation, "integrity": block_integrity, "soak": block_soak, "serving": block_serving,
           "streaming": block_streaming, "distribute": block_distribute, "public-models": block_public_models,
           "matchers": block_matchers, "compare-plots": block_compare_plots, "search-chart": block_search_chart,
-          "model-choice": block_model_choice}
+          "model-choice": block_model_choice, "pretrained-models": block_pretrained_models}
 
 
 # ------------------------------------------------------------------------------ pages (docs/results/)

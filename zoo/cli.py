@@ -51,7 +51,18 @@ COMMANDS = [
 class Job:
     """The job behind a ``zoo`` command: its config class (the command's flags), ``run(config)``, and, for the
     training jobs, ``report(...)`` (results.json and results.md). The recipes in ``tasks/`` use it to take the
-    job's flags and write its results; the job's module is imported on first use."""
+    job's flags and run its steps; the job's module is imported on first use.
+
+    ```python
+    job = zoo.job("train bi-encoder")
+    config = job.parse(["--tasks", "LCQMC", "--limit-train", "4000"])
+    job.run(config)
+    ```
+
+    :param command: the command's words.
+    :param module_name: the job's module.
+    :param config_name: its config class' name.
+    """
 
     command: str
     module_name: str
@@ -66,12 +77,21 @@ class Job:
         return getattr(self.module, self.config_name)
 
     def parse(self, argv=None, honours=None, description=None):
-        """The config from command-line flags (``sys.argv`` by default). A recipe that acts on some of the job's
-        settings only names them in ``honours`` (field names, or ``zoo.config.TrainOptions`` and the like for all
-        their fields); the job's other flags are then refused when set (``zoo.config.parse``)."""
+        """The config from command-line flags.
+
+        :param argv: the flags (None: ``sys.argv``).
+        :param honours: for a recipe that acts on some of the job's settings only: their field names, or
+            ``zoo.config.TrainOptions`` and the like for all their fields; the job's other flags are then refused
+            when set (``zoo.config.parse``).
+        :param description: the ``--help`` text (None: the config's docstring).
+        """
         return parse(self.config_class, argv, description, honours, elsewhere=f"zoo {self.command}")
 
     def run(self, config):
+        """Run the job, as ``zoo COMMAND`` does.
+
+        :param config: its config (``parse``).
+        """
         return self.steps.run(config)
 
     @property
@@ -117,7 +137,10 @@ class Steps:
 
 
 def job(command):
-    """The ``Job`` of ``zoo COMMAND``: ``zoo.job("train bi-encoder")``."""
+    """The ``Job`` of ``zoo COMMAND``: a recipe's way to run a command's steps (``zoo.job("train bi-encoder")``).
+
+    :param command: the command's words, e.g. "train bi-encoder".
+    """
     for words, module, config_name, _ in COMMANDS:
         if " ".join(words) == command:
             return Job(command, module, config_name)

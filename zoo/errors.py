@@ -3,15 +3,29 @@ optional package names the ``pip install 'zoo[...]'`` that brings it (``require`
 
 
 class ZooError(Exception):
-    """Base class of the errors zoo raises on purpose. ``param``: the parameter the message names (a library
-    function's argument or a config field), which the command line spells as its flag (``naming``)."""
+    """Base class of the errors zoo raises on purpose.
+
+    ```python
+    try:
+        zoo.data.read_pairs("pairs.tsv")
+    except zoo.DataError as error:       # a ValueError too
+        print(error)                     # pairs.tsv, line 2: field 2 (text_b): empty text
+    ```
+
+    :param message: what went wrong, naming the file, line, field or flag.
+    :param param: the parameter the message names (a library function's argument or a config field), which the
+        command line spells as its flag (``naming``).
+    """
 
     def __init__(self, message="", param=None):
         super().__init__(message)
         self.param = param
 
     def naming(self, spelling):
-        """The message with its parameter's name, where it first appears, written as ``spelling`` (a flag)."""
+        """The message with its parameter's name, where it first appears, written as ``spelling``.
+
+        :param spelling: e.g. the flag, "--columns".
+        """
         import re
 
         message = str(self)
@@ -47,7 +61,12 @@ class ZooDeprecationWarning(DeprecationWarning):
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C during training: the state was saved at ``epoch`` / ``step`` in ``output``, where a rerun with the same
-    command resumes. A KeyboardInterrupt, so code that handles Ctrl-C still sees one."""
+    command resumes. A KeyboardInterrupt, so code that handles Ctrl-C still sees one.
+
+    :param output: the run folder.
+    :param epoch: the epoch the state was saved at.
+    :param step: the step the state was saved at.
+    """
 
     def __init__(self, output, epoch, step):
         super().__init__(f"interrupted at epoch {epoch}, step {step}: saved in {output}; rerun the same command to "

@@ -29,7 +29,12 @@ def _check_scores(scores, labels):
 
 
 def spearman(scores, labels):
-    """Spearman correlation between scores and gold labels (whole split at once)."""
+    """Spearman correlation between scores and gold labels (whole split at once).
+
+    :param scores: the model's scores [n].
+    :param labels: the gold labels [n].
+    :returns: a fraction in [-1, 1].
+    """
     from scipy.stats import spearmanr
 
     scores, labels = _check_scores(scores, labels)
@@ -45,7 +50,15 @@ def pearson(scores, labels):
 
 # ---------------------------------------------------------------------------------- evaluators
 class Evaluator:
-    """Called on a model -> {metric: value} (x100); ``primary_metric`` picks the best model."""
+    """Called on a model -> {metric: value} (x100); ``primary_metric`` picks the best model.
+
+    ```python
+    evaluator = SpearmanEvaluator(zoo.data.load_task("LCQMC", "valid"))
+    evaluator(encoder)             # {"spearman": ..., "pearson": ...}, x100
+    ```
+
+    A subclass sets ``primary_metric`` and ``greater_is_better`` and implements ``__call__(model)``.
+    """
 
     name = "valid"
     primary_metric = "spearman"
@@ -55,7 +68,11 @@ class Evaluator:
         raise NotImplementedError
 
     def better(self, value, best):
-        """Whether ``value`` beats ``best`` (None: nothing to beat)."""
+        """Whether ``value`` beats ``best``, in this evaluator's direction.
+
+        :param value: a primary metric's value.
+        :param best: the best so far (None: nothing to beat).
+        """
         return best is None or (value > best if self.greater_is_better else value < best)
 
 
@@ -65,7 +82,12 @@ class SpearmanEvaluator(Evaluator):
 
     Inputs: a model with ``similarity_pairwise`` (SentenceEncoder, SimBERT: the cosines), or a CrossEncoder (its
     scores), and a PairDataset whose labels are 0/1 or graded (STS-B 0-5). The standard metric of Chinese STS evaluation (Su Jianlin, "CoSENT (一)", 2022: the
-    Spearman of the cosines, over the whole split)."""
+    Spearman of the cosines, over the whole split).
+
+    :param dataset: a ``PairDataset`` (valid; never test for choosing).
+    :param batch_size: texts per forward pass.
+    :param name: the evaluator's name (a prefix in a ``MeanEvaluator``).
+    """
 
     def __init__(self, dataset, batch_size=128, name="valid"):
         self.dataset, self.batch_size, self.name = dataset, batch_size, name
@@ -82,7 +104,12 @@ class AccuracyEvaluator(Evaluator):
     ``max_t mean(1[s_i > t] == y_i)``, found by an exact sweep over the sorted scores (``best_threshold``).
 
     Inputs: a model with ``score(pairs)`` (a CrossEncoder) and a PairDataset with 0/1 labels. Fitted on
-    valid, the threshold is then applied to test (``threshold_accuracy``), as in the LCQMC / BQ papers' accuracy."""
+    valid, the threshold is then applied to test (``threshold_accuracy``), as in the LCQMC / BQ papers' accuracy.
+
+    :param dataset: a ``PairDataset`` with 0/1 labels.
+    :param batch_size: pairs per forward pass.
+    :param name: the evaluator's name.
+    """
 
     primary_metric = "accuracy"
 
@@ -101,7 +128,11 @@ class MeanEvaluator(Evaluator):
     """Several evaluators (e.g. one per task) -> each one's metrics prefixed with its name, and the unweighted mean
     of their primary metrics as the primary metric (``mean_k m_k``: each task counts once, whatever its size).
 
-    Inputs: {name: evaluator}, all with the same primary metric and direction."""
+    Inputs: {name: evaluator}, all with the same primary metric and direction.
+
+    :param evaluators: {name: evaluator}, all with the same primary metric and direction.
+    :param name: the evaluator's name.
+    """
 
     def __init__(self, evaluators, name="valid"):
         self.evaluators, self.name = dict(evaluators), name
@@ -123,7 +154,13 @@ class LossEvaluator(Evaluator):
     """The mean loss (primary; lower is better) of a loss model on fixed held-out batches: ``mean_b L(batch_b)``.
 
     Inputs: a model whose output is its loss (``SimBERT.loss_model()``) and a batch source drawn with a fixed seed
-    (e.g. ``SimBERTBatches`` of LCQMC valid's positive groups); no labels beyond the batches'."""
+    (e.g. ``SimBERTBatches`` of LCQMC valid's positive groups); no labels beyond the batches'.
+
+    :param loss_model: a model whose output is its loss.
+    :param batches: the held-out batch source.
+    :param seed: the seed that draws the same batches at every call.
+    :param name: the evaluator's name.
+    """
 
     primary_metric = "loss"
     greater_is_better = False
@@ -143,7 +180,13 @@ class MaskedTokenEvaluator(Evaluator):
     call.
 
     Inputs: a pretrainer whose second output is the masked-token accuracy (``zoo.models.pretrainer``) and its
-    ``PretrainingBatches`` (their ``held_out`` examples). Reference: Devlin et al. 2019, "BERT" (the MLM task)."""
+    ``PretrainingBatches`` (their ``held_out`` examples). Reference: Devlin et al. 2019, "BERT" (the MLM task).
+
+    :param pretrainer: the pretraining model.
+    :param batches: its ``PretrainingBatches``.
+    :param seed: the seed of the held-out batches and masks, the same at every call.
+    :param steps: batches measured.
+    """
 
     name = ""
     primary_metric = "masked_accuracy"
@@ -175,7 +218,13 @@ def evaluate_task(model, data, batch_size=128, valid_scores=None):
     labels also threshold, valid_accuracy, test_accuracy and test_accuracy_ci95 (x100). ``valid_scores``: the
     model's valid scores when already computed (the training engine keeps those of the best epoch). A data set of
     yours may lack one split: valid alone gives its Spearman and the threshold with its valid accuracy; test alone
-    the threshold-free figures (Spearman, Pearson)."""
+    the threshold-free figures (Spearman, Pearson).
+
+    :param model: a SentenceEncoder, SimBERT or CrossEncoder.
+    :param data: {"valid": PairDataset, "test": PairDataset} (either may be missing).
+    :param batch_size: texts per forward pass.
+    :param valid_scores: the model's valid scores when already computed.
+    """
     scores = {}
     if "valid" in data:
         scores["valid"] = pair_scores(model, data["valid"], batch_size) if valid_scores is None else valid_scores
@@ -215,7 +264,12 @@ def _check_binary(scores, labels):
 
 
 def accuracy(scores, labels, threshold):
-    """Share of pairs with ``(score > threshold) == label``."""
+    """Share of pairs with ``(score > threshold) == label``.
+
+    :param scores: the model's scores [n].
+    :param labels: the 0/1 labels [n].
+    :param threshold: a pair scoring above it is predicted similar.
+    """
     scores, labels = _check_binary(scores, labels)
     return float(np.mean((scores > threshold) == labels))
 
@@ -249,6 +303,11 @@ def best_threshold(scores, labels, method="sweep"):
     the published numbers; it can stop at local optima of the step function too.
     Single-class labels give the trivial threshold (all positive or all negative, accuracy 1.0); empty input,
     length mismatch, NaN scores or labels outside {0, 1} raise ValueError.
+
+    :param scores: the model's scores [n] (valid's).
+    :param labels: the 0/1 labels [n].
+    :param method: "sweep" (exact), "bisect" or "powell" (above).
+    :returns: (threshold, accuracy as a fraction).
     """
     scores, labels = _check_binary(scores, labels)
     thresholds, acc, _, _ = _sweep_table(scores, labels)
@@ -274,7 +333,11 @@ def best_threshold(scores, labels, method="sweep"):
 
 
 def best_f1_threshold(scores, labels):
-    """Threshold maximising F1 of the positive class -> (t, f1), by the same exact sweep."""
+    """Threshold maximising F1 of the positive class -> (t, f1), by the same exact sweep.
+
+    :param scores: the model's scores [n].
+    :param labels: the 0/1 labels [n].
+    """
     scores, labels = _check_binary(scores, labels)
     thresholds, _, tp, fp = _sweep_table(scores, labels)
     fn = labels.sum() - tp
@@ -285,7 +348,13 @@ def best_f1_threshold(scores, labels):
 
 def threshold_accuracy(valid_scores, valid_labels, test_scores, test_labels):
     """Fit the threshold on valid (exact sweep), apply it to test -> {threshold, valid_accuracy, test_accuracy,
-    test_accuracy_ci95} (fractions; bootstrap 95% interval)."""
+    test_accuracy_ci95} (fractions; bootstrap 95% interval).
+
+    :param valid_scores: the model's valid scores.
+    :param valid_labels: valid's 0/1 labels.
+    :param test_scores: the model's test scores.
+    :param test_labels: test's 0/1 labels.
+    """
     threshold, valid_acc = best_threshold(valid_scores, valid_labels)
     low, high = bootstrap_accuracy_ci(test_scores, test_labels, threshold)
     return {"threshold": threshold, "valid_accuracy": valid_acc,
@@ -299,7 +368,15 @@ def percent(metrics, keys=("valid_accuracy", "test_accuracy", "test_accuracy_ci9
 
 
 def bootstrap_accuracy_ci(scores, labels, threshold, n_boot=1000, seed=0, alpha=0.05):
-    """Percentile bootstrap (1 - alpha) interval of accuracy at a fixed threshold -> (low, high)."""
+    """Percentile bootstrap (1 - alpha) interval of accuracy at a fixed threshold -> (low, high).
+
+    :param scores: the model's scores [n].
+    :param labels: the 0/1 labels [n].
+    :param threshold: the fixed threshold.
+    :param n_boot: bootstrap resamples.
+    :param seed: the resampling seed.
+    :param alpha: one minus the interval's coverage.
+    """
     scores, labels = _check_binary(scores, labels)
     correct = ((scores > threshold) == labels).astype("float64")
     rng = np.random.default_rng(seed)

@@ -129,6 +129,13 @@ class Seq2SeqDecoder:
     ``end_id`` is [SEP]; ``maxlen`` is the most tokens generated; results include the end token. Sources longer
     than ``max_source_len`` tokens are truncated. The number of rows is fixed during a search (finished beams
     and samples are masked, not dropped), so the cached step compiles once.
+
+    :param backbone: a ``BertBackbone`` with its MLM head (SimBERT's: ``SimBERT.decoder`` builds this).
+    :param tokenizer: its ``zoo.Tokenizer``.
+    :param maxlen: the most tokens generated.
+    :param minlen: the fewest tokens generated before a result is returned.
+    :param use_cache: keep the attention keys and values of decoded tokens (faster, same output).
+    :param max_source_len: the most source tokens.
     """
 
     def __init__(self, backbone, tokenizer, maxlen=32, minlen=1, use_cache=True, max_source_len=64):
@@ -187,11 +194,19 @@ class Seq2SeqDecoder:
 
     # -------------------------------------------------------------- searches
     def greedy(self, text):
-        """The most probable token at every step."""
+        """The most probable token at every step.
+
+        :param text: the source text.
+        """
         return self.beam_search(text, topk=1)
 
     def beam_search(self, text, topk=4, min_ends=1):
-        """bert4keras beam search: cumulative log-prob, no length penalty; returns the best id list."""
+        """bert4keras beam search: cumulative log-prob, no length penalty; returns the best id list.
+
+        :param text: the source text.
+        :param topk: beams.
+        :param min_ends: [SEP] tokens that end a beam (bert4keras' ``min_ends``).
+        """
         self._check_text(text)
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
@@ -224,7 +239,16 @@ class Seq2SeqDecoder:
         return state["generated"][int(np.argmax(scores))].tolist()
 
     def random_sample(self, text, n, topk=None, topp=None, temperature=1.0, min_ends=1, seed=None):
-        """``n`` sampled continuations (top-k, then top-p, then sample); returns a list of ``n`` id lists."""
+        """``n`` sampled continuations (top-k, then top-p, then sample); returns a list of ``n`` id lists.
+
+        :param text: the source text.
+        :param n: samples.
+        :param topk: sample among the ``topk`` likeliest tokens (None: no such cut).
+        :param topp: sample within the smallest set of tokens whose probability reaches ``topp`` (None: no cut).
+        :param temperature: divides the logits before sampling.
+        :param min_ends: [SEP] tokens that end a sample (bert4keras' ``min_ends``).
+        :param seed: the sampling seed (None: random).
+        """
         self._check_text(text)
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")

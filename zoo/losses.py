@@ -100,7 +100,18 @@ class CoSENTLoss(keras.losses.Loss):
     Inputs: ``y_pred`` [B] pair scores, the cosines of ``zoo.models.build_pair_trainer`` (bi-encoders) or a
     cross-encoder's raw scores (``scale=1``); ``y_true`` [B] labels, 0/1 or graded (STS-B 0-5: only their order
     counts), or DvBERT's soft targets with ``gap_weighted=True``. Reference: Su Jianlin, "CoSENT (一): a more
-    effective sentence-vector scheme than Sentence-BERT" (2022, kexue.fm/archives/8847); scale 20 as there."""
+    effective sentence-vector scheme than Sentence-BERT" (2022, kexue.fm/archives/8847); scale 20 as there.
+
+    ```python
+    trainer = zoo.models.build_pair_trainer(encoder)          # pairs -> their cosines
+    trainer.compile(optimizer="adam", loss=zoo.losses.CoSENTLoss())
+    ```
+
+    :param scale: multiplies the score differences (20 for cosines; 1 for a cross-encoder's raw scores).
+    :param gap_weighted: weight each pair of pairs by their label gap (DvBERT's soft targets).
+    :param name: the Keras name.
+    :param kwargs: Keras ``Loss`` arguments.
+    """
 
     def __init__(self, scale=20.0, gap_weighted=False, name="cosent", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -121,7 +132,14 @@ class CoSENTInBatchLoss(keras.losses.Loss):
     Inputs: ``y_pred`` the [2B, d] embeddings of interleaved pairs (a_1, b_1, ...; ``build_trainer(...,
     in_batch=True)``); ``y_true`` [B, 2]: each pair's CoSENT label (0/1, or graded) and its anchor flag (1: a
     paraphrase, whose a ranks its b above the batch's other b's, word-order rewrites included). References: CoSENT
-    (``CoSENTLoss``); Henderson et al. 2017 (``multiple_negatives_ranking_loss``)."""
+    (``CoSENTLoss``); Henderson et al. 2017 (``multiple_negatives_ranking_loss``).
+
+    :param weight: the in-batch ranking loss's weight.
+    :param scale: CoSENT's scale.
+    :param in_batch_scale: the ranking loss's scale (multiplies the cosines).
+    :param name: the Keras name.
+    :param kwargs: Keras ``Loss`` arguments.
+    """
 
     def __init__(self, weight=1.0, scale=20.0, in_batch_scale=20.0, name="cosent_in_batch", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -145,7 +163,12 @@ class MatryoshkaLoss(keras.losses.Loss):
 
     Inputs: ``y_pred`` [B, k], the pair cosines computed on the first d_1 < ... < d_k dimensions of the embeddings
     (``zoo.models.build_pair_trainer(..., matryoshka_dims=...)``); ``y_true`` the inner loss's labels. Truncated
-    vectors stay useful. Reference: Kusupati et al. 2022, "Matryoshka Representation Learning"."""
+    vectors stay useful. Reference: Kusupati et al. 2022, "Matryoshka Representation Learning".
+
+    :param loss: the inner pair loss (a Keras loss, its name or its config).
+    :param name: the Keras name.
+    :param kwargs: Keras ``Loss`` arguments.
+    """
 
     def __init__(self, loss, name="matryoshka", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -164,7 +187,11 @@ class CosineMSELoss(keras.losses.Loss):
 
     Inputs: ``y_pred`` [B] pair cosines (``build_pair_trainer(..., "cosine_mse")``); ``y_true`` [B] similarity
     labels scaled to [0, 1] (STS-B's 0-5 divided by 5; ``objective_labels``). Reference: Reimers and Gurevych 2019,
-    "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks" (CosineSimilarityLoss)."""
+    "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks" (CosineSimilarityLoss).
+
+    :param name: the Keras name.
+    :param kwargs: Keras ``Loss`` arguments.
+    """
 
     def __init__(self, name="cosine_mse", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -187,7 +214,11 @@ class SoftTargetLoss(keras.losses.Loss):
     ``loss = mean_b sum_t sum_c -q_btc log softmax(z_b)_c`` with ``q = lambda onehot(gold) + (1 - lambda) p_teacher``.
 
     Inputs: ``y_pred`` [B, C] logits of the SBERT head; ``y_true`` [B, T, C] targets of T teachers
-    (``zoo.train.DistillBatches``). Reference: Cheng 2021, "Dual-View Distilled BERT for Sentence Embedding"."""
+    (``zoo.train.DistillBatches``). Reference: Cheng 2021, "Dual-View Distilled BERT for Sentence Embedding".
+
+    :param name: the Keras name.
+    :param kwargs: Keras ``Loss`` arguments.
+    """
 
     def __init__(self, name="soft_target_ce", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -219,7 +250,11 @@ class SimBERTLoss(keras.layers.Layer):
     Inputs: the batch's ``token_ids`` and ``segment_ids`` [2B, T] (rows ``[CLS] a [SEP] b [SEP]`` and
     ``[CLS] b [SEP] a [SEP]`` side by side, ``zoo.train.SimBERTBatches``), the MLM logits [2B, T, V] and the pooled
     vectors [2B, d]; no labels. Reference: Su Jianlin, "SimBERT: integrating retrieval and generation"
-    (2020, kexue.fm/archives/7427), scale 30."""
+    (2020, kexue.fm/archives/7427), scale 30.
+
+    :param scale: multiplies the cosines of the in-batch softmax.
+    :param kwargs: Keras ``Layer`` arguments.
+    """
 
     def __init__(self, scale=30.0, **kwargs):
         super().__init__(**kwargs)
@@ -254,7 +289,13 @@ class InBatchSoftmaxLoss(keras.losses.Loss):
     ``y_true`` unused (no labels). ``matryoshka_dims`` (d_1 < ... < d): the loss is also computed on the first d_i
     dimensions (each truncation normalised on its own) and summed, so that truncated vectors stay useful.
     References: Gao et al. 2021, "SimCSE"; Liu et al. 2021, "Fast, Effective, and Self-Supervised: Transforming
-    Masked Language Models into Universal Lexical and Sentence Encoders" (Mirror-BERT); tau 0.04 as Mirror-BERT."""
+    Masked Language Models into Universal Lexical and Sentence Encoders" (Mirror-BERT); tau 0.04 as Mirror-BERT.
+
+    :param temperature: tau, dividing the cosines.
+    :param matryoshka_dims: nested widths the loss is also computed on.
+    :param name: the Keras name.
+    :param kwargs: Keras ``Loss`` arguments.
+    """
 
     def __init__(self, temperature=0.04, matryoshka_dims=(), name="in_batch_softmax", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -325,7 +366,12 @@ def taco_loss(hidden, embeddings, positive, negative, padding_mask, temperature=
 @keras.saving.register_keras_serializable(package="zoo")
 class PretrainingLoss(keras.layers.Layer):
     """MLM (+ NSP) (+ TaCL or TACO) from the model's outputs; returns [loss, masked-token accuracy].
-    ``masked_hidden`` [B, P, H] and ``mlm_logits`` [B, P, V] are at the masked positions ``x["mlm_positions"]``."""
+    ``masked_hidden`` [B, P, H] and ``mlm_logits`` [B, P, V] are at the masked positions ``x["mlm_positions"]``.
+
+    :param objective: "mlm", "tacl" (plus TaCL's token contrast against a teacher) or "taco" (plus TACO's).
+    :param nsp: add next-sentence prediction's cross-entropy.
+    :param kwargs: Keras ``Layer`` arguments.
+    """
 
     def __init__(self, objective="mlm", nsp=True, **kwargs):
         super().__init__(**kwargs)
@@ -354,7 +400,12 @@ class PretrainingLoss(keras.layers.Layer):
 # ---------------------------------------------------------------------------------- a bi-encoder's objective
 def objective_labels(objective, labels, graded=None):
     """Labels as each pair objective wants them: CoSENT raw (0/1 or 0-5), SBERT classes (STS-B: > 2.5), cosine MSE
-    in [0, 1]. ``graded`` (0-5 labels) defaults to ``labels.max() > 1``."""
+    in [0, 1]. ``graded`` (0-5 labels) defaults to ``labels.max() > 1``.
+
+    :param objective: "cosent", "sbert" or "cosine_mse".
+    :param labels: the dataset's labels.
+    :param graded: whether they are 0-5 (None: ``labels.max() > 1``).
+    """
     graded = labels.max() > 1 if graded is None else graded
     if objective == "cosent":
         return labels.astype("float32")
@@ -366,7 +417,12 @@ def objective_labels(objective, labels, graded=None):
 def objective_loss(objective, matryoshka_dims=(), in_batch_weight=0.0):
     """The Keras loss of a pair objective ("cosent", "sbert", "cosine_mse"); with ``matryoshka_dims``, summed over
     the nested dimensions (``MatryoshkaLoss``); with ``in_batch_weight``, CoSENT plus that much in-batch ranking
-    (``CoSENTInBatchLoss``, on the embeddings of ``zoo.models.build_trainer(..., in_batch=True)``)."""
+    (``CoSENTInBatchLoss``, on the embeddings of ``zoo.models.build_trainer(..., in_batch=True)``).
+
+    :param objective: "cosent", "sbert" or "cosine_mse".
+    :param matryoshka_dims: nested widths (``MatryoshkaLoss``).
+    :param in_batch_weight: the in-batch ranking loss's weight (``CoSENTInBatchLoss``; 0: none).
+    """
     if in_batch_weight:
         return CoSENTInBatchLoss(in_batch_weight)
     loss = {"cosent": CoSENTLoss(), "cosine_mse": CosineMSELoss(),

@@ -52,7 +52,7 @@ def cache_dir(*parts):
 
 
 def available_presets():
-    """Names of the presets in ``PRESETS_DIR``."""
+    """Names of the shipped presets (``PRESETS_DIR``), which every ``from_preset`` takes by name."""
     if not os.path.isdir(PRESETS_DIR):
         return []
     return sorted(d for d in os.listdir(PRESETS_DIR) if os.path.exists(os.path.join(PRESETS_DIR, d, PRESET_CONFIG)))

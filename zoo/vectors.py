@@ -18,7 +18,13 @@ SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")  # sentence-t
 def similarity(a, b, function="cosine", pairwise=False):
     """Scores between embeddings ``a`` [n, d] and ``b`` [m, d] (a matrix [n, m], or with ``pairwise`` the [n] scores
     of a[i] with b[i]), as sentence-transformers' ``similarity_fn_name``: cosine, dot, euclidean (minus the L2
-    distance) or manhattan (minus the L1 distance): higher is more similar for all four."""
+    distance) or manhattan (minus the L1 distance): higher is more similar for all four.
+
+    :param a: embeddings [n, d].
+    :param b: embeddings [m, d].
+    :param function: "cosine", "dot", "euclidean" or "manhattan".
+    :param pairwise: score a[i] with b[i] only (n == m).
+    """
     a, b = np.atleast_2d(np.asarray(a, "float32")), np.atleast_2d(np.asarray(b, "float32"))
     if function == "cosine":
         a, b = normalize_rows(a), normalize_rows(b)
@@ -50,7 +56,12 @@ def quantize_embeddings(x, precision, ranges=None):
 
     Equal to sentence-transformers' (6.x) given the same ``ranges``; values outside them go to the end buckets.
     Unlike it, ``ranges`` is required for int8/uint8: sentence-transformers takes them from the batch by default,
-    zoo never does (a text's vector must not depend on its neighbours; ``encode`` uses the model's own)."""
+    zoo never does (a text's vector must not depend on its neighbours; ``encode`` uses the model's own).
+
+    :param x: float embeddings [n, d].
+    :param precision: "float32", "float16", "uint8", "int8", "ubinary" or "binary".
+    :param ranges: [2, d] per-dimension minima and maxima (int8/uint8 only).
+    """
     x = np.asarray(x, dtype="float32")
     if precision in ("float32", "float16"):
         return x.astype(precision)

@@ -12,7 +12,13 @@ from .bert import BertBackbone
 @keras.saving.register_keras_serializable(package="zoo")
 class AlbertBackbone(BertBackbone):
     """BERT with factorised embeddings (always projected) and one transformer layer applied ``num_layers`` times.
-    Load one with ``from_preset``."""
+    Load one with ``from_preset``.
+
+    :param args: ``BertBackbone``'s arguments.
+    :param shared_layers: True (the family's default).
+    :param project_embeddings: True (the family's default).
+    :param kwargs: ``BertBackbone``'s arguments.
+    """
 
     family = "albert"
 

@@ -125,23 +125,49 @@ def first_token_layer(layer, x, padding_mask=None, attention_mask=None, training
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertBackbone(keras.Model):
-    """BERT encoder. Call it on a dict of int arrays ``token_ids``, ``segment_ids``, ``padding_mask``
-    (1 = real token) and optionally ``attention_mask`` [batch, query, key] (1 = may attend; combined with
-    the padding mask). Returns a dict with ``sequence_output`` [B, T, H], ``pooled_output`` [B, H], with
-    ``with_mlm=True`` also ``mlm_logits`` [B, T, V], and with ``output_hidden_states=True`` also
-    ``hidden_states`` (embedding output then every layer's output).
+    """The BERT encoder (keras-hub's ``BertBackbone``, with what Chinese BERT's relatives change).
 
-    ``backbone(inputs, first_token_only=True)`` computes the last layer for [CLS] only (``sequence_output``
-    is then [B, 1, H]; no MLM logits or hidden states): the same [CLS] and pooled vectors, ~20% less work for
-    a 4-layer model. [CLS]-pooled encoders and cross-encoders use it.
+    ```python
+    backbone = zoo.BertBackbone.from_preset("chinese_L-12_H-768_A-12")   # the family the checkpoint holds
+    tokenizer = zoo.Tokenizer.from_preset("chinese_L-12_H-768_A-12")
+    out = backbone(tokenizer(["你好"], maxlen=32))                     # [CLS] 你 好 [SEP]
+    out["sequence_output"].shape, out["pooled_output"].shape           # (1, 4, 768), (1, 768)
+    ```
 
-    Build one from a checkpoint with ``BertBackbone.from_preset`` (it returns the family the checkpoint holds:
-    ``zoo.backbones``), save it with ``save_to_preset``; the constructor gives random weights. The options after
-    ``output_hidden_states`` are what BERT's relatives change: ``embedding_dim`` (factorised embeddings, projected
-    to ``hidden_dim``: ALBERT, ELECTRA, RoFormer), ``project_embeddings`` (project even when the sizes agree:
-    ALBERT), ``position_encoding`` ("absolute" learned table, or "rotary": RoFormer), ``rotary_value``,
-    ``shared_layers`` (one transformer layer applied ``num_layers`` times: ALBERT) and ``task_type_vocabulary_size``
-    (ERNIE's task-type embeddings, row 0 added).
+    Call it on a dict of int arrays ``token_ids``, ``segment_ids``, ``padding_mask`` (1 = real token) and
+    optionally ``attention_mask`` [batch, query, key] (1 = may attend; combined with the padding mask). Returns a
+    dict with ``sequence_output`` [B, T, H], ``pooled_output`` [B, H], with ``with_mlm=True`` also ``mlm_logits``
+    [B, T, V], and with ``output_hidden_states=True`` also ``hidden_states`` (embedding output then every layer's
+    output). ``backbone(inputs, first_token_only=True)`` computes the last layer for [CLS] only
+    (``sequence_output`` is then [B, 1, H]; no MLM logits or hidden states): the same [CLS] and pooled vectors,
+    ~20% less work for a 4-layer model. [CLS]-pooled encoders and cross-encoders use it.
+
+    ``from_preset`` builds one from a checkpoint (it returns the family the checkpoint holds: RoFormer, ALBERT,
+    ELECTRA and ERNIE are subclasses with their own defaults); the constructor gives random weights.
+
+    :param vocabulary_size: rows of the token embedding.
+    :param num_layers: transformer layers.
+    :param num_heads: attention heads per layer (``hidden_dim`` must be a multiple).
+    :param hidden_dim: width of the hidden states.
+    :param intermediate_dim: width of each feed-forward block.
+    :param max_sequence_length: rows of the position embedding.
+    :param num_segments: rows of the segment embedding.
+    :param dropout: dropout rate of the embeddings, attention and feed-forward outputs.
+    :param activation: the feed-forward activation, by transformers' ``hidden_act`` name: "gelu" (exact), "gelu_new"
+        (the tanh form), "relu", ... (``ACTIVATIONS``).
+    :param layer_norm_epsilon: LayerNorm's epsilon.
+    :param pooler_activation: "tanh" (Google BERT's pooler) or "linear" (SimBERT's).
+    :param with_mlm: add the MLM head (transform, LayerNorm, tied embedding, bias) and return ``mlm_logits``.
+    :param output_hidden_states: also return every layer's output (``hidden_states``).
+    :param embedding_dim: width of the embeddings when factorised (None: ``hidden_dim``): ALBERT, ELECTRA, RoFormer.
+    :param project_embeddings: project the embeddings to ``hidden_dim`` even when the sizes agree (ALBERT; None:
+        only when they differ).
+    :param position_encoding: "absolute" (a learned table) or "rotary" (RoFormer).
+    :param rotary_value: with rotary positions, rotate the values too (transformers' ``rotary_value``).
+    :param shared_layers: one transformer layer applied ``num_layers`` times (ALBERT).
+    :param task_type_vocabulary_size: rows of ERNIE's task-type embedding (row 0 is added; 0: none).
+    :param dtype: a Keras dtype policy (None: the global one).
+    :param kwargs: Keras ``Model`` arguments (``name``, ``trainable``).
     """
 
     family = "bert"  # the checkpoint family: its mapping table in zoo.checkpoints.mapping
@@ -274,8 +300,14 @@ class BertBackbone(keras.Model):
         self.token_embedding = token_embedding
 
     def save_to_preset(self, directory, tokenizer=None, metadata=None, weights_dtype="float32"):
-        """Write the backbone and ``tokenizer`` (or the ``tokenizer`` attribute, when set) as a zoo preset folder,
-        atomically, with a sha256 manifest; ``from_preset`` loads it back."""
+        """Write the backbone and a tokenizer as a zoo preset folder, atomically, with a sha256 manifest;
+        ``from_preset`` loads it back.
+
+        :param directory: the preset folder to write.
+        :param tokenizer: the tokenizer to save (None: the ``tokenizer`` attribute, when set).
+        :param metadata: a dict recorded in the preset's metadata.
+        :param weights_dtype: "float32", or "float16" to halve the size.
+        """
         from ..presets import save_preset
 
         return save_preset(self, tokenizer or getattr(self, "tokenizer", None), directory, metadata=metadata,
@@ -292,17 +324,24 @@ class BertBackbone(keras.Model):
     @classmethod
     def from_preset(cls, path, with_mlm=False, pooler_activation=None, keep_tokens=None,
                     output_hidden_states=False, dropout=None, dtype=None):
-        """A backbone with the weights of ``path``: a Google TF1 folder (or its ckpt prefix), a transformers folder
-        (``model.safetensors`` or ``pytorch_model.bin``), a keras-hub preset, a zoo preset folder or name, a run
-        folder, or a zoo ``.keras`` file; of any family zoo has (BERT, RoBERTa-wwm and MacBERT as BERT, RoFormer and
-        RoFormer-Sim, ALBERT, ELECTRA, ERNIE: ``zoo.backbones``), detected from the checkpoint. Called on a family's
+        """A backbone with the weights of ``path``, of any family zoo has (BERT, RoBERTa-wwm and MacBERT as BERT,
+        RoFormer and RoFormer-Sim, ALBERT, ELECTRA, ERNIE), detected from the checkpoint. Called on a family's
         class, the checkpoint must hold that family.
 
-        ``pooler_activation``: "tanh" (Google BERT) or "linear" (SimBERT); default tanh, or what a preset was
-        saved with. ``keep_tokens`` slices the token embeddings and MLM bias (see
-        ``Tokenizer.from_preset(..., simplified=True)``). The result's ``load_report`` says what was loaded,
-        missing (left random) and unused (e.g. the NSP head); a wrong shape or a missing encoder variable raises
-        ``zoo.CheckpointError`` naming the file and the variable.
+        The result's ``load_report`` says what was loaded, missing (left random) and unused (e.g. the NSP head); a
+        wrong shape or a missing encoder variable raises ``zoo.CheckpointError`` naming the file and the variable.
+
+        :param path: a Google TF1 folder (or its ckpt prefix), a transformers folder (``model.safetensors`` or
+            ``pytorch_model.bin``), a keras-hub preset, a zoo preset folder or name, a run folder, or a zoo
+            ``.keras`` file.
+        :param with_mlm: load (or add) the MLM head.
+        :param pooler_activation: "tanh" (Google BERT) or "linear" (SimBERT); None: tanh, or what a preset was
+            saved with.
+        :param keep_tokens: slice the token embeddings and MLM bias to these ids (the ``keep_tokens`` of
+            ``Tokenizer.from_preset(..., simplified=True)``).
+        :param output_hidden_states: also return every layer's output.
+        :param dropout: the dropout rate (None: the checkpoint's config).
+        :param dtype: a Keras dtype policy (None: the global one).
         """
         family, kwargs, source = checkpoint_source(path)
         family_class = FAMILIES.get(family)
@@ -353,7 +392,10 @@ class BertBackbone(keras.Model):
 
     def mlm_head(self, hidden):
         """Vocabulary logits for hidden vectors [..., H] through the MLM head (transform, LayerNorm, tied
-        embedding, bias): pretraining calls it on the masked positions only, as Google BERT does."""
+        embedding, bias): pretraining calls it on the masked positions only, as Google BERT does.
+
+        :param hidden: hidden vectors [..., H].
+        """
         if not self.with_mlm:
             raise ValueError("this backbone has no MLM head (build or load it with with_mlm=True)")
         layer = self.get_layer

@@ -12,7 +12,12 @@ from .bert import BertBackbone
 @keras.saving.register_keras_serializable(package="zoo")
 class ErnieBackbone(BertBackbone):
     """BERT with task-type embeddings (``task_type_vocabulary_size`` rows; row 0 is added). Load one with
-    ``from_preset``."""
+    ``from_preset``.
+
+    :param args: ``BertBackbone``'s arguments.
+    :param task_type_vocabulary_size: rows of the task-type embedding (ERNIE 3.0's checkpoints have 3).
+    :param kwargs: ``BertBackbone``'s arguments.
+    """
 
     family = "ernie"
 

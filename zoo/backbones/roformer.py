@@ -13,7 +13,12 @@ from .bert import BertBackbone
 @keras.saving.register_keras_serializable(package="zoo")
 class RoFormerBackbone(BertBackbone):
     """BERT with rotary position embeddings (``position_encoding="rotary"``); ``rotary_value=True`` rotates the
-    values too (transformers' ``rotary_value``). Load one with ``from_preset``."""
+    values too (transformers' ``rotary_value``). Load one with ``from_preset``.
+
+    :param args: ``BertBackbone``'s arguments.
+    :param position_encoding: "rotary" (the family's default).
+    :param kwargs: ``BertBackbone``'s arguments.
+    """
 
     family = "roformer"
 

@@ -60,7 +60,13 @@ def _first_line(error):
 
 
 def save_google_checkpoint(backbone, folder, tokenizer=None):
-    """Write a backbone as a Google TF1 folder (``bert_config.json``, ``bert_model.ckpt.*``, vocab)."""
+    """Write a backbone as a Google TF1 folder (``bert_config.json``, ``bert_model.ckpt.*``, vocab), as bert4keras
+    and Google's BERT read it.
+
+    :param backbone: a ``BertBackbone``.
+    :param folder: the folder to write.
+    :param tokenizer: its tokenizer (None: no ``vocab.txt``).
+    """
     import tensorflow as tf
 
     config = bert_config(backbone)  # refuses a family zoo does not write, before anything is written

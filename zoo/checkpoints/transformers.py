@@ -79,9 +79,15 @@ def read_state_dict(path):
 
 
 def save_transformers(backbone, folder, tokenizer=None, pooling=None, maxlen=None):
-    """Write a backbone as a transformers BertModel folder (``config.json``, ``model.safetensors``, vocab); with
-    ``pooling`` "cls" or "mean", also the sentence-transformers modules (Transformer, Pooling, Normalize), so
-    ``SentenceTransformer(folder)`` embeds as the zoo SentenceEncoder does."""
+    """Write a backbone as a transformers BertModel folder (``config.json``, ``model.safetensors``, vocab).
+
+    :param backbone: a ``BertBackbone``.
+    :param folder: the folder to write.
+    :param tokenizer: its tokenizer (None: no vocabulary).
+    :param pooling: "cls" or "mean": also the sentence-transformers modules (Transformer, Pooling, Normalize), so
+        ``SentenceTransformer(folder)`` embeds as the zoo SentenceEncoder does (None: BertModel only).
+    :param maxlen: the sentence-transformers ``max_seq_length``.
+    """
     from safetensors.numpy import save_file
 
     config = bert_config(backbone)  # refuses a family zoo does not write, before anything is written

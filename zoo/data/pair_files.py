@@ -56,7 +56,26 @@ LABEL_KINDS = ("auto", "binary", "graded")
 
 @dataclass
 class PairDataset:
-    """Text pairs with numeric labels, plus what reading them found."""
+    """Text pairs with numeric labels, plus what reading them found (``read_pairs`` and ``load_task`` make them).
+
+    ```python
+    data = zoo.data.read_pairs("train.csv")          # any format, any column names
+    data.texts_a[0], data.texts_b[0], data.labels[0]
+    print(data.summary())   # train.csv (csv): 8,802 pairs, labels 0/1, 0 duplicate rows, 0 bad lines skipped
+    ```
+
+    :param texts_a: the first texts.
+    :param texts_b: the second texts.
+    :param labels: float32 [n]: 0/1, or graded (e.g. STS-B's 0-5).
+    :param path: the file or folder read.
+    :param bad_lines: rows skipped (``skip_bad_lines``).
+    :param duplicates: exact duplicate rows (kept).
+    :param bad_line_numbers: where the skipped rows were.
+    :param total: pairs in the file, when this holds only the first ones (``head``).
+    :param format: tsv, csv, jsonl, json or parquet.
+    :param triplets: rows read as (anchor, positive, negative): 2 pairs each.
+    :param label_kind: "binary" (0/1) or "graded".
+    """
 
     texts_a: list
     texts_b: list
@@ -74,7 +93,10 @@ class PairDataset:
         return len(self.labels)
 
     def head(self, n):
-        """The first ``n`` pairs (``--limit-train``, ``--limit-eval``); ``summary`` says how many of how many."""
+        """The first ``n`` pairs; ``summary`` says how many of how many.
+
+        :param n: how many (None: all).
+        """
         if n is None or n >= len(self):
             return self
         return PairDataset(self.texts_a[:n], self.texts_b[:n], self.labels[:n], self.path, self.bad_lines,
@@ -424,10 +446,17 @@ def iter_pairs(path, skip_bad_lines=False, bad=None, columns=None, labels="auto"
 def read_pairs(path, skip_bad_lines=False, columns=None, labels="auto"):
     """Read a pair file (any format of the module docstring, or a folder of shards) into a PairDataset.
 
-    A bad row raises DataError naming the file, line and column, unless ``skip_bad_lines=True``: then it is
-    skipped and counted (``bad_lines``; ``bad_line_numbers`` says where). Exact duplicate rows are kept and counted
-    (``duplicates``). ``columns``: {role: column} or ``--columns`` entries; ``labels``: auto, binary or graded
-    (the kind is detected, or checked against the one declared; ``label_kind`` holds it).
+    A bad row raises DataError naming the file, line and column, unless ``skip_bad_lines=True``. Exact duplicate
+    rows are kept and counted (``duplicates``).
+
+    :param path: a file (``.tsv``, ``.data``, ``.txt``, ``.csv``, ``.jsonl``, ``.json``, ``.parquet``, each but
+        Parquet optionally ``.gz``) or a folder of such shards.
+    :param skip_bad_lines: skip and count bad rows (``bad_lines``; ``bad_line_numbers`` says where).
+    :param columns: {role: column} (roles ``text_a``, ``text_b``, ``label``, ``anchor``, ``positive``,
+        ``negative``; a column by header name or 1-based position), or ``--columns`` entries ("text_a=question").
+        None: common names are recognised (``COLUMN_NAMES``).
+    :param labels: "auto" (the kind is detected), "binary" (0/1 only) or "graded"; ``label_kind`` holds it.
+    :returns: a ``PairDataset``.
     """
     if labels not in LABEL_KINDS:
         raise DataError(f"labels must be one of {LABEL_KINDS}, got {labels!r}", param="labels")

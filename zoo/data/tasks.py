@@ -90,7 +90,16 @@ def resolve_data_dir(task, data_dir=None):
 
 def load_task(task, split, data_dir=None, skip_bad_lines=False, files=None, columns=None, labels="auto"):
     """A split of a task as a PairDataset: ``files[split]`` when given (your file or folder of shards), else the
-    task's file under ``data_dir`` (``task_file``); ``columns``, ``labels``, ``skip_bad_lines`` as ``read_pairs``."""
+    task's file under ``data_dir`` (``task_file``).
+
+    :param task: a task name (``TASKS``: LCQMC, ATEC, BQ, PAWSX, STS-B, ...).
+    :param split: "train", "valid" or "test".
+    :param data_dir: the folder of the task files (None: ``DATA_DIR``).
+    :param skip_bad_lines: as ``read_pairs``'.
+    :param files: {split: path} of your own files.
+    :param columns: as ``read_pairs``'.
+    :param labels: as ``read_pairs``'.
+    """
     path = (files or {}).get(split) or task_file(task, split, data_dir or DATA_DIR)
     return read_pairs(path, skip_bad_lines=skip_bad_lines, columns=columns, labels=labels)
 

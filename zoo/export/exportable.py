@@ -41,7 +41,12 @@ def described(model, spec):
 
 
 def version_path(base, name="default", version=None):
-    """``<base>/<name>/<version>``, the layout TF Serving loads; version defaults to the next free number."""
+    """``<base>/<name>/<version>``, the layout TF Serving loads.
+
+    :param base: the models' folder.
+    :param name: the served name.
+    :param version: a number (None: the next free one).
+    """
     folder = os.path.join(os.fspath(base), name)
     if version is None:
         existing = [int(d) for d in os.listdir(folder) if d.isdigit()] if os.path.isdir(folder) else []

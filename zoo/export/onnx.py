@@ -13,12 +13,16 @@ ONNX_FILE = "model.onnx"
 
 
 def export_onnx(model, path, quantize="none"):
-    """``model`` as one ONNX file: the fused ONNX Runtime graph (``zoo.inference.fused_onnx``) of the ``ids`` signature,
-    ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the served output (``embedding``,
-    L2-normalised, or ``score``). ``quantize``: "none" (float32, lossless), "int8" (ONNX Runtime's static
-    quantization with calibrated scales, ``zoo.inference.quantization.quantize``: batch-independent) or "auto" (int8 when
-    precision "fastest" picks it for this model on this machine, ``zoo.inference.choose``). Returns the precision written: "onnx-fp32"
-    or "int8"."""
+    """``model`` as one ONNX file: the fused ONNX Runtime graph (``zoo.inference.fused_onnx``) of the ``ids``
+    signature, ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [batch, length] -> the served output
+    (``embedding``, as ``encode`` gives it, or ``score``).
+
+    :param model: a SentenceEncoder, CrossEncoder or SimBERT.
+    :param path: the ``.onnx`` file.
+    :param quantize: "none" (float32, lossless), "int8" (ONNX Runtime's static quantization with calibrated scales:
+        batch-independent) or "auto" (int8 when engine "fastest" picks it for this model on this machine).
+    :returns: the engine written: "onnx-fp32" or "int8".
+    """
     import tempfile
 
     from ..inference.precisions import choose
@@ -48,10 +52,16 @@ def export_onnx(model, path, quantize="none"):
 
 
 def export_onnx_folder(model, path, quantize="none", maxlen=None):
-    """An ONNX export folder at ``path`` (written to a temporary folder, then renamed), which ``zoo serve``
-    serves behind the same APIs as a SavedModel: ``model.onnx`` (``export_onnx``), the tokenizer
+    """An ONNX export folder at ``path`` (written to a temporary folder, then renamed), which ``zoo serve`` serves
+    behind the same APIs as a SavedModel and ``OnnxEncoder`` loads: ``model.onnx`` (``export_onnx``), the tokenizer
     (``vocab.txt``, ``tokenizer_config.json``) and ``zoo_manifest.json`` (text inputs, output, maxlen, precision,
-    the sha256 of every file)."""
+    prompts, the sha256 of every file).
+
+    :param model: a SentenceEncoder, CrossEncoder or SimBERT.
+    :param path: the folder.
+    :param quantize: as ``export_onnx``'s.
+    :param maxlen: tokens per input (None: ``model.maxlen``).
+    """
     spec = serving_spec(model)
     maxlen = int(maxlen or model.maxlen)
     max_positions = model.backbone.max_sequence_length

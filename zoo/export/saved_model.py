@@ -39,11 +39,19 @@ SIGNATURES = ("text", "ids", "tokenize")
 
 # ----------------------------------------------------------------------------------- export
 def export_saved_model(model, path, signature="text", maxlen=None, overwrite=False, verbose=False):
-    """Write ``model`` as a SavedModel at ``path`` (written to a temporary folder, then renamed).
+    """Write ``model`` as a SavedModel at ``path`` (written to a temporary folder, then renamed), for TF Serving.
 
-    ``signature``: "text" (serving_default takes strings; ``text``, ``ids`` and ``tokenize`` are written)
-    or "ids" (only ``ids``, as serving_default too; core TF ops only). ``maxlen`` defaults to
-    ``model.maxlen``. For TF Serving, ``path`` is ``<base>/<name>/<version>`` (see ``version_path``).
+    ```python
+    zoo.export.export_saved_model(encoder, zoo.export.version_path("exported"))   # exported/default/1
+    ```
+
+    :param model: a SentenceEncoder, CrossEncoder or SimBERT.
+    :param path: the folder; for TF Serving ``<base>/<name>/<version>`` (``version_path``).
+    :param signature: "text" (serving_default takes strings; ``text``, ``ids`` and ``tokenize`` are written) or
+        "ids" (only ``ids``, as serving_default too; core TF ops only).
+    :param maxlen: tokens per input (None: ``model.maxlen``).
+    :param overwrite: replace an existing folder (else FileExistsError).
+    :param verbose: TensorFlow's own messages while saving.
     """
     import keras
 

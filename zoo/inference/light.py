@@ -42,6 +42,22 @@ class OnnxEncoder:
     encoder.encode(["花呗怎么开通", "如何开通花呗"]).shape
     # (2, 256)
     ```
+
+    Made by ``from_preset``; the constructor's arguments are what a preset's graph record holds.
+
+    :param graph: the ONNX file.
+    :param tokenizer: the ``zoo.Tokenizer``.
+    :param maxlen: tokens per text.
+    :param dim: the vectors' width (None: measured).
+    :param normalize: whether ``encode`` L2-normalises by default.
+    :param query_prefix: the "query" prompt (before ``prompts``).
+    :param precision: the graph's engine: "onnx-fp32", "int8" or "openvino-int8".
+    :param max_input_tokens: the longest input the weights were trained on.
+    :param source: the path it was loaded from.
+    :param graph_sha256: the graph's sha256 (None: computed).
+    :param prompts: as ``SentenceEncoder``'s.
+    :param default_prompt_name: as ``SentenceEncoder``'s.
+    :param similarity_fn_name: as ``SentenceEncoder``'s.
     """
 
     def __init__(self, graph, tokenizer, maxlen, dim=None, normalize=True, query_prefix="", precision="onnx-fp32",
@@ -60,11 +76,14 @@ class OnnxEncoder:
 
     @classmethod
     def from_preset(cls, path, engine="auto", precision=None):
-        """The encoder of the model at ``path`` (a preset name or folder, a run folder, an ONNX export) run by
-        ``engine``: "auto" or "onnx-fp32" (the fused float32 graph: lossless), "int8" (its calibrated int8
-        version, lossy by choice) or "openvino-int8" (the same on OpenVINO: ``zoo.inference.openvino_engine``);
-        ``precision``: its name before zoo 0.3. FileNotFoundError when no fused graph exists for it: load it with
-        ``zoo.from_preset`` (Keras), whose first ONNX call writes one."""
+        """The encoder of the model at ``path``. FileNotFoundError when no fused graph exists for it: load it with
+        ``zoo.from_preset`` (Keras), whose first ONNX call writes one.
+
+        :param path: a preset name or folder, a run folder, or an ONNX export.
+        :param engine: "auto" or "onnx-fp32" (the fused float32 graph: lossless), "int8" (its calibrated int8
+            version, lossy by choice) or "openvino-int8" (the same on OpenVINO).
+        :param precision: the engine's name before zoo 0.3.
+        """
         precision = engine_argument(engine, precision)
         if precision not in RUNTIME_PRECISIONS:
             raise ValueError(f"OnnxEncoder runs engine {RUNTIME_PRECISIONS}, got {precision!r} (Keras runs the "
@@ -122,7 +141,21 @@ class OnnxEncoder:
                truncate_dim=None, long_text="truncate", stride=None, precision="float32", engine=None,
                prompt_name=None, prompt=None, ranges=None):
         """Embed texts -> [n, dim] (a single str gives [dim]): ``SentenceEncoder.encode``'s arguments and vectors.
-        ``engine`` is the encoder's own (choose it in ``from_preset``); another value is refused."""
+
+        :param texts: as ``SentenceEncoder.encode``'s.
+        :param batch_size: as ``SentenceEncoder.encode``'s.
+        :param normalize_embeddings: as ``SentenceEncoder.encode``'s.
+        :param show_progress_bar: as ``SentenceEncoder.encode``'s.
+        :param maxlen: as ``SentenceEncoder.encode``'s.
+        :param truncate_dim: as ``SentenceEncoder.encode``'s.
+        :param long_text: as ``SentenceEncoder.encode``'s.
+        :param stride: as ``SentenceEncoder.encode``'s.
+        :param precision: as ``SentenceEncoder.encode``'s.
+        :param engine: the encoder's own (chosen in ``from_preset``); another value is refused.
+        :param prompt_name: as ``SentenceEncoder.encode``'s.
+        :param prompt: as ``SentenceEncoder.encode``'s.
+        :param ranges: as ``SentenceEncoder.encode``'s.
+        """
         engine, precision = encode_arguments(engine, precision, ranges)
         if engine not in (None, "auto", self.precision):
             raise ValueError(f"this OnnxEncoder runs {self.precision}; load another for {engine!r} "
@@ -146,13 +179,22 @@ class OnnxEncoder:
         return self._ranges[key]
 
     def encode_queries(self, texts, **kwargs):
-        """``encode`` for search queries, with the model's "query" prompt (none: plain ``encode``)."""
+        """``encode`` for search queries, with the model's "query" prompt (none: plain ``encode``).
+
+        :param texts: the queries.
+        :param kwargs: ``encode``'s arguments.
+        """
         if "query" in self.prompts and "prompt" not in kwargs:
             kwargs.setdefault("prompt_name", "query")
         return self.encode(texts, **kwargs)
 
     def similarity(self, a, b, batch_size=64):
-        """Scores [len(a), len(b)] between two lists of texts by the model's ``similarity_fn_name``."""
+        """Scores [len(a), len(b)] between two lists of texts by the model's ``similarity_fn_name``.
+
+        :param a: texts.
+        :param b: texts.
+        :param batch_size: texts per run.
+        """
         return similarity(self.encode(list(a), batch_size=batch_size), self.encode(list(b), batch_size=batch_size),
                           self.similarity_fn_name)
 
@@ -163,7 +205,11 @@ class OnnxEncoder:
 
 def light_encoder(path, precision="auto"):
     """``OnnxEncoder.from_preset(path, precision)`` where a fused graph exists for ``path`` and ONNX Runtime is
-    installed, else None (the caller loads the model with Keras). ``$ZOO_PRECISION`` replaces auto, as on Keras."""
+    installed, else None (the caller loads the model with Keras). ``$ZOO_PRECISION`` replaces auto, as on Keras.
+
+    :param path: as ``OnnxEncoder.from_preset``'s.
+    :param precision: the engine, as ``OnnxEncoder.from_preset``'s.
+    """
     if precision == "auto" and os.environ.get("ZOO_PRECISION"):
         precision = os.environ["ZOO_PRECISION"]
     if precision not in RUNTIME_PRECISIONS:

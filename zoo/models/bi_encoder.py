@@ -20,27 +20,35 @@ from .task import Task
 
 @keras.saving.register_keras_serializable(package="zoo")
 class SentenceEncoder(Task):
-    """Text -> one vector, for cosine similarity and retrieval.
+    """Text -> one vector, for cosine similarity and retrieval (sentence-transformers' ``SentenceTransformer``).
 
     ```python
-    enc = zoo.SentenceEncoder.from_preset("chinese_L-12_H-768_A-12", pooling="cls")
-    enc.encode(["今天天气不错", "今天天气很好"])        # [2, 768], L2-normalised
+    enc = zoo.SentenceEncoder.from_preset("zoo-embed-zh-L4")
+    enc.encode(["今天天气不错", "今天天气很好"])        # [2, 256], L2-normalised
     enc.similarity(["你好"], ["您好", "再见"])         # [1, 2] cosine matrix
     ```
 
-    As a Keras model it maps the tokenizer's dict (``token_ids``, ``segment_ids``, ``padding_mask``) to
-    un-normalised [B, H] vectors, so it can be a layer of a larger model and be fine-tuned.
-    ``prompts``: named texts put before the input (sentence-transformers' ``prompts``: ``encode(texts,
-    prompt_name="query")``), e.g. {"query": "query: "} for asymmetric retrieval; ``default_prompt_name``: the one
-    ``encode`` uses when none is named; both saved with the model. ``query_prefix``: the "query" prompt, the name it
-    had before (``encode_queries`` puts it first).
-    ``dense``: Dense layers after the pooling, one dict each (``units``, ``activation``: a Keras name, default
-    linear, ``use_bias``: default True), as sentence-transformers' Dense modules. ``normalize``: whether
-    ``encode`` L2-normalises by default (False for a sentence-transformers folder without a Normalize module).
-    ``similarity_fn_name``: what ``similarity`` and ``similarity_pairwise`` compute, as in sentence-transformers:
-    "cosine" (default), "dot", "euclidean" or "manhattan" (minus the distance); saved with the model.
-    A sentence-transformers folder (``modules.json``) loads with its pooling, Dense layers, normalisation,
-    max_seq_length and similarity function (``from_preset``).
+    As a Keras model it maps the tokenizer's dict (``token_ids``, ``segment_ids``, ``padding_mask``), or strings
+    through its ``preprocessor``, to un-normalised [B, H] vectors, so it can be a layer of a larger model and be
+    fine-tuned. A sentence-transformers folder (``modules.json``) loads with its pooling, Dense layers,
+    normalisation, max_seq_length and similarity function (``from_preset``).
+
+    :param backbone: the transformer (a ``BertBackbone`` or another family's backbone).
+    :param tokenizer: the ``Tokenizer`` that ``encode`` and the preprocessor use (None: ids only).
+    :param pooling: how token vectors become one, a name of ``zoo.choices.POOLINGS`` ("cls", "mean",
+        "first-last-avg", "pooler", "max", ...) or several joined by "+" (concatenated).
+    :param maxlen: tokens per text; longer texts are cut (``max_seq_length`` is the same setting).
+    :param query_prefix: the "query" prompt, the name it had before ``prompts`` (``encode_queries`` puts it first).
+    :param dense: Dense layers after the pooling, one dict each (``units``; ``activation``: a Keras name, default
+        linear; ``use_bias``: default True), as sentence-transformers' Dense modules.
+    :param normalize: whether ``encode`` L2-normalises by default (False for a sentence-transformers folder without
+        a Normalize module).
+    :param similarity_fn_name: what ``similarity`` and ``similarity_pairwise`` compute, as in sentence-transformers:
+        "cosine", "dot", "euclidean" or "manhattan" (minus the distance); saved with the model.
+    :param prompts: named texts put before the input, e.g. {"query": "query: "} for asymmetric retrieval
+        (``encode(texts, prompt_name="query")``); saved with the model.
+    :param default_prompt_name: the prompt ``encode`` uses when none is named (None: no prompt).
+    :param kwargs: Keras ``Model`` arguments (``name``, ``trainable``).
     """
 
     def __init__(self, backbone, tokenizer=None, pooling="cls", maxlen=64, query_prefix="", dense=None,
@@ -202,25 +210,34 @@ class SentenceEncoder(Task):
         with its meanings (docs/inference.md has the two side by side).
 
         Texts run longest first in batches padded to a multiple of 8 tokens, so few shapes are compiled; "" encodes
-        as ``[CLS] [SEP]``. ``prompt`` (a string) or ``prompt_name`` (one of ``self.prompts``, default
-        ``default_prompt_name``) goes before each text. A text longer than ``maxlen`` tokens (default
-        ``self.maxlen``) is cut (``long_text="truncate"``), or with ``long_text="chunk"`` embedded as overlapping
-        windows of ``maxlen`` tokens (a new window every ``stride`` tokens, default half a window) whose
-        L2-normalised vectors are averaged, each weighted by its token count (``zoo.vectors.mean_of_windows``; a
-        served model's ``--long-text chunk`` is the same code). ``truncate_dim``: keep the first d dimensions
-        (Matryoshka-style), then normalise. ``normalize_embeddings``: L2-normalise the vectors (default: the model's
-        ``normalize``, True but for a sentence-transformers folder without a Normalize module).
+        as ``[CLS] [SEP]``.
 
-        ``precision``: the output, as sentence-transformers': "float32", "uint8" and "int8" (256 buckets per
-        dimension over ``ranges`` [2, d], by default the model's own from zoo's calibration texts, never from the
-        batch), "ubinary" (signs packed 8 per byte) or "binary" (the same minus 128, int8); see
-        ``zoo.vectors.quantize_embeddings``. ``engine``: the runtime that computes the float vectors: "auto"
-        (lossless: the fused fp32 ONNX graph where its parity with Keras was shown, else Keras fp32), "fastest" (the
-        fastest path measured close to fp32 on this machine; may be int8), "fp32" (Keras), "bf16" (CPUs with
-        AVX512-BF16/AMX, else fp32 with a warning), "onnx-fp32" or "int8" (a fused ONNX Runtime graph, float or
-        statically quantized with calibrated scales), "openvino-int8" (the int8 graph run by OpenVINO); see
-        ``zoo.inference``. Until zoo 0.4 a runtime's name given as ``precision`` still picks the runtime, with a
-        warning; ``precision="int8"`` without ``ranges`` is refused (it was the runtime's).
+        :param texts: a list of texts, or one text.
+        :param batch_size: texts per forward pass.
+        :param normalize_embeddings: L2-normalise the vectors (None: the model's ``normalize``, True but for a
+            sentence-transformers folder without a Normalize module).
+        :param show_progress_bar: a progress bar with its rate (None: past 20 batches, unless
+            ``zoo.logs.show_bars(False)``).
+        :param maxlen: tokens per text (None: ``self.maxlen``); longer texts follow ``long_text``.
+        :param truncate_dim: keep the first d dimensions (Matryoshka-style), then normalise.
+        :param long_text: "truncate" cuts a text at ``maxlen`` tokens; "chunk" embeds it as overlapping windows of
+            ``maxlen`` tokens whose L2-normalised vectors are averaged, each weighted by its token count
+            (``zoo.vectors.mean_of_windows``; a served model's ``--long-text chunk`` is the same code).
+        :param stride: with ``long_text="chunk"``, a new window every ``stride`` tokens (None: half a window).
+        :param precision: the output, as sentence-transformers': "float32"; "uint8" or "int8" (256 buckets per
+            dimension over ``ranges``); "ubinary" (signs packed 8 per byte) or "binary" (the same minus 128, int8);
+            see ``zoo.vectors.quantize_embeddings``. Until zoo 0.4 a runtime's name given here still picks the
+            runtime, with a warning; "int8" without ``ranges`` is refused (it was the runtime's).
+        :param engine: the runtime that computes the float vectors: "auto" (lossless: the fused fp32 ONNX graph where
+            its parity with Keras was shown, else Keras fp32), "fastest" (the fastest path measured close to fp32 on
+            this machine; may be int8), "fp32" (Keras), "bf16" (CPUs with AVX512-BF16/AMX, else fp32 with a
+            warning), "onnx-fp32" or "int8" (a fused ONNX Runtime graph, float or statically quantized),
+            "openvino-int8" (the int8 graph run by OpenVINO); see ``zoo.inference``.
+        :param prompt_name: one of ``self.prompts``, put before each text (None: ``default_prompt_name``).
+        :param prompt: a text put before each text (instead of a named prompt).
+        :param ranges: [2, d] minima and maxima for "int8"/"uint8" (None: the model's own, from zoo's calibration
+            texts, ``quantization_ranges``; never from the batch).
+        :returns: a numpy array [n, d] (or [d] for one str), float32 or the ``precision``'s dtype.
         """
         self._require_tokenizer()
         engine, precision = encode_arguments(engine, precision, ranges)
@@ -236,7 +253,13 @@ class SentenceEncoder(Task):
     def quantization_ranges(self, engine="auto", normalize_embeddings=None, truncate_dim=None, maxlen=None):
         """[2, d]: the per-dimension minima and maxima that ``encode(precision="int8" or "uint8")`` buckets, from
         this model's vectors of zoo's calibration texts at these settings (computed once per settings and weights):
-        they depend on the model alone, so a text's quantized vector never depends on the texts beside it."""
+        they depend on the model alone, so a text's quantized vector never depends on the texts beside it.
+
+        :param engine: as ``encode``'s.
+        :param normalize_embeddings: as ``encode``'s.
+        :param truncate_dim: as ``encode``'s.
+        :param maxlen: as ``encode``'s.
+        """
         from ..fingerprints import weights_fingerprint
 
         key = (engine, normalize_embeddings, truncate_dim, maxlen, weights_fingerprint(self))
@@ -248,8 +271,12 @@ class SentenceEncoder(Task):
 
     def vector_source(self, engine="auto", precision=None):
         """How ``encode(..., engine=engine)`` makes vectors (recorded by ``zoo encode`` and indexes; served at
-        /v1/models): the runtime, the engine that runs (its ``precision`` field) and the sha256 of its ONNX graph
-        (None on Keras)."""
+        /v1/models).
+
+        :param engine: as ``encode``'s.
+        :param precision: the engine's name before zoo 0.3.
+        :returns: {"runtime", "precision" (the engine that runs), "graph_sha256" (of its ONNX graph; None on Keras)}.
+        """
         from ..inference.graphs import ONNX_PRECISIONS, graph_path
         from ..inference.precisions import runner
         from ..inference.sessions import engine_of
@@ -260,20 +287,37 @@ class SentenceEncoder(Task):
         return {"runtime": engine_of(ran) if graph else "keras", "precision": ran, "graph_sha256": graph}
 
     def encode_queries(self, texts, **kwargs):
-        """``encode`` for search queries: with the model's "query" prompt (none: plain ``encode``)."""
+        """``encode`` for search queries: with the model's "query" prompt (none: plain ``encode``).
+
+        :param texts: the queries.
+        :param kwargs: ``encode``'s arguments.
+        """
         if "query" in self.prompts and "prompt" not in kwargs:
             kwargs.setdefault("prompt_name", "query")
         return self.encode(texts, **kwargs)
 
     def similarity(self, a, b, batch_size=64):
         """Scores [len(a), len(b)] between two lists of texts (or of embeddings) by ``similarity_fn_name``
-        (default cosine)."""
+        (default cosine).
+
+        :param a: texts, one text, or embeddings [n, d].
+        :param b: texts, one text, or embeddings [m, d].
+        :param batch_size: texts per forward pass.
+        :returns: a numpy array [n, m].
+        """
         return similarity(self._as_embeddings(a, batch_size), self._as_embeddings(b, batch_size),
                           self.similarity_fn_name)
 
     def similarity_pairwise(self, a, b, batch_size=64, engine="auto", precision=None):
-        """The score (``similarity_fn_name``) of each pair (a[i], b[i]) -> [n]; each distinct text is encoded once
-        (by ``engine``; ``precision``: its name before zoo 0.3)."""
+        """The score (``similarity_fn_name``) of each pair (a[i], b[i]); each distinct text is encoded once.
+
+        :param a: the first texts.
+        :param b: the second texts, as many.
+        :param batch_size: texts per forward pass.
+        :param engine: the runtime, as ``encode``'s.
+        :param precision: the engine's name before zoo 0.3.
+        :returns: a numpy array [n].
+        """
         if len(a) != len(b):
             raise ValueError(f"similarity_pairwise: {len(a)} texts vs {len(b)} texts")
         unique = list(dict.fromkeys(list(a) + list(b)))

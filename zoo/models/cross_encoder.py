@@ -21,16 +21,23 @@ from .task import Task
 
 @keras.saving.register_keras_serializable(package="zoo")
 class CrossEncoder(Task):
-    """``[CLS] a [SEP] b [SEP]`` -> last-layer [CLS] -> a score.
-
-    head "softmax": Dense(2), trained with cross-entropy; the score is P(similar).
-    head "cosent": Dense(1), trained with the CoSENT ranking loss on raw scores (CoSENT 三); the score is raw.
-    ``zero_segments=True`` reproduces bojone's interact.py, which sets every segment id to 0 (default: 1 for b).
+    """``[CLS] a [SEP] b [SEP]`` -> last-layer [CLS] -> a score (sentence-transformers' ``CrossEncoder``).
 
     ```python
     ce = zoo.CrossEncoder.from_preset("chinese_L-12_H-768_A-12/")
     ce.score([("今天天气不错", "今天天气很好"), ("你好", "再见")])
     ```
+
+    As a Keras model it maps ids (or (text_a, text_b) string pairs, through its ``preprocessor``) to the head's
+    logits; ``score`` gives probabilities or scores.
+
+    :param backbone: the transformer (a ``BertBackbone`` or another family's backbone).
+    :param tokenizer: the ``Tokenizer`` that ``score`` and the preprocessor use (None: ids only).
+    :param head: "softmax": Dense(2), trained with cross-entropy, the score is P(similar); "cosent": Dense(1),
+        trained with the CoSENT ranking loss on raw scores (CoSENT 三), the score is raw.
+    :param maxlen: tokens per pair (both texts; the longer one is cut first, as bert4keras does).
+    :param zero_segments: every segment id 0, as bojone's interact.py (default: 1 for the second text).
+    :param kwargs: Keras ``Model`` arguments (``name``, ``trainable``).
     """
 
     preprocessor_texts = 2
@@ -58,7 +65,12 @@ class CrossEncoder(Task):
         return self._config(head=self.head, maxlen=self.maxlen, zero_segments=self.zero_segments)
 
     def encode_pairs(self, texts_a, texts_b, maxlen=None):
-        """(token_ids, segment_ids) rows for pairs (bert4keras truncation), segments zeroed if configured."""
+        """(token_ids, segment_ids) rows for pairs (bert4keras truncation), segments zeroed if configured.
+
+        :param texts_a: the first texts.
+        :param texts_b: the second texts, as many.
+        :param maxlen: tokens per pair (None: ``self.maxlen``).
+        """
         maxlen = maxlen or self.maxlen
         pieces_a, pieces_b = self.tokenizer.piece_ids(texts_a), self.tokenizer.piece_ids(texts_b)
         rows = [self.tokenizer.assemble(a, b, maxlen) for a, b in zip(pieces_a, pieces_b)]
@@ -70,11 +82,14 @@ class CrossEncoder(Task):
         return HeadSpec.score(self.head, self.zero_segments)
 
     def score(self, pairs, batch_size=64, show_progress_bar=None, engine="auto", precision=None):
-        """Scores for (text_a, text_b) pairs -> [n] float32: P(similar) for softmax, the raw score for cosent.
+        """Scores for (text_a, text_b) pairs, batched by length, in input order. Empty texts raise ValueError.
 
-        Pairs are batched by length; results come back in input order. Empty texts raise ValueError.
-        ``engine``: the runtime, as ``SentenceEncoder.encode``'s (``zoo.inference``); ``precision``: its name before
-        zoo 0.3.
+        :param pairs: (text_a, text_b) tuples.
+        :param batch_size: pairs per forward pass.
+        :param show_progress_bar: a progress bar with its rate (None: past 20 batches).
+        :param engine: the runtime, as ``SentenceEncoder.encode``'s (``zoo.inference``).
+        :param precision: the engine's name before zoo 0.3.
+        :returns: float32 [n]: P(similar) for a softmax head, the raw score for cosent.
         """
         pairs = list(pairs)
         for i, pair in enumerate(pairs):

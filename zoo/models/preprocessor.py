@@ -40,6 +40,17 @@ class TextPreprocessor(keras.layers.Layer):
     SavedModels. Without it, the Python tokenizer runs through ``tf.numpy_function``: in tf.data pipelines and eager
     TensorFlow, not in a SavedModel. String ops cannot be XLA-compiled: a model holding this layer compiles without
     XLA (``supports_jit`` is False, so Keras' ``jit_compile="auto"`` turns it off).
+
+    ```python
+    texts = keras.Input(shape=(), dtype="string")
+    vectors = encoder(encoder.preprocessor(texts))   # a task's own preprocessor: its tokenizer and maxlen
+    ```
+
+    :param tokenizer: the ``zoo.Tokenizer`` whose ids this layer gives (saved with it as an asset).
+    :param maxlen: the most tokens per row, [CLS] and [SEP] included.
+    :param texts: 1 for single texts, 2 for pairs.
+    :param zero_segments: every segment id 0 (for a cross-encoder trained so).
+    :param kwargs: Keras ``Layer`` arguments (``name``).
     """
 
     def __init__(self, tokenizer=None, maxlen=64, texts=1, zero_segments=False, **kwargs):
@@ -95,6 +106,11 @@ class TextPreprocessor(keras.layers.Layer):
         return texts, texts_b
 
     def call(self, texts, texts_b=None):
+        """Strings -> the ids dict (tensors).
+
+        :param texts: a string tensor [B] (or a scalar: one row), or a (texts, texts_b) tuple for pairs.
+        :param texts_b: the second texts of pairs.
+        """
         import tensorflow as tf
 
         if self.tokenizer is None:
@@ -138,15 +154,22 @@ class TextPreprocessor(keras.layers.Layer):
         return {k: keras.KerasTensor(shape, dtype="int32") for k in ID_NAMES}
 
     def tokenize(self, texts, texts_b=None):
-        """Strings (a list or numpy array; pairs as two of them) -> the ids as numpy arrays: what ``call`` gives,
-        run eagerly by TensorFlow whatever the Keras backend."""
+        """Strings -> the ids as numpy arrays: what ``call`` gives, run eagerly by TensorFlow whatever the Keras
+        backend.
+
+        :param texts: a list or numpy array of texts.
+        :param texts_b: the second texts of pairs.
+        """
         ids = self.call(np.asarray(texts, dtype=object).astype(str),
                         None if texts_b is None else np.asarray(texts_b, dtype=object).astype(str))
         return {k: v.numpy() for k, v in ids.items()}
 
     def map_dataset(self, dataset):
-        """A tf.data dataset of strings (or of (strings, labels[, weights]) elements) -> one of the ids, mapped in the
-        pipeline (as keras-hub does), so a backend's compiled step never sees a string."""
+        """A dataset of the ids, mapped in the pipeline (as keras-hub does), so a backend's compiled step never sees
+        a string.
+
+        :param dataset: a tf.data dataset of strings, or of (strings, labels[, weights]) elements.
+        """
         import tensorflow as tf
 
         def preprocess(*element):

@@ -20,15 +20,25 @@ from .task import Task
 
 @keras.saving.register_keras_serializable(package="zoo")
 class SimBERT(Task):
-    """SimBERT (Su, 2020). Called on ``[CLS] a [SEP] b [SEP]`` rows (segments 0/1) it applies the UniLM mask and
-    returns ``pooled_output`` (the retrieval vector of ``a``: [CLS] only sees the source) and ``mlm_logits``
-    (position t predicts token t+1 of ``b``).
+    """SimBERT (Su, 2020): one UniLM-masked BERT with a retrieval head and a generation head.
 
     ```python
-    sim = zoo.SimBERT.from_preset("chinese_simbert_L-12_H-768_A-12")
+    sim = zoo.SimBERT.from_preset("zoo-simbert-zh-L4")
     sim.gen_synonyms("微信和支付宝哪个好？", n=100, k=20)
     sim.most_similar("怎么开通花呗", corpus, topk=5)
     ```
+
+    Called on ``[CLS] a [SEP] b [SEP]`` rows (segments 0/1) it applies the UniLM mask and returns
+    ``pooled_output`` (the retrieval vector of ``a``: [CLS] only sees the source) and ``mlm_logits`` (position t
+    predicts token t+1 of ``b``). ``encode`` and ``similarity_pairwise`` use the retrieval head
+    (``encoder``, a ``SentenceEncoder`` on the same weights).
+
+    :param backbone: a ``BertBackbone`` built with its MLM head (``with_mlm=True``).
+    :param tokenizer: the ``Tokenizer`` of generation and retrieval (None: ids only).
+    :param maxlen: tokens per source text (and per generated text, by default).
+    :param paraphrase_cosine: the retrieval head's paraphrase threshold (``fit_paraphrase_cosine``), which
+        ``gen_synonyms`` takes as "keeps the meaning"; saved with the model.
+    :param kwargs: Keras ``Model`` arguments (``name``, ``trainable``).
     """
 
     def __init__(self, backbone, tokenizer=None, maxlen=32, paraphrase_cosine=None, **kwargs):
@@ -82,17 +92,40 @@ class SimBERT(Task):
         return self.encoder
 
     def encode(self, texts, **kwargs):
+        """The retrieval vectors of ``texts`` (``SentenceEncoder.encode`` on the retrieval head).
+
+        :param texts: a list of texts, or one text.
+        :param kwargs: ``SentenceEncoder.encode``'s arguments.
+        """
         return self.encoder.encode(texts, **kwargs)
 
     def vector_source(self, engine="auto", precision=None):
+        """How ``encode`` makes vectors (``SentenceEncoder.vector_source``).
+
+        :param engine: as ``SentenceEncoder.encode``'s.
+        :param precision: the engine's name before zoo 0.3.
+        """
         return self.encoder.vector_source(engine, precision)
 
     def similarity_pairwise(self, a, b, batch_size=64, engine="auto", precision=None):
+        """The retrieval head's cosine of each pair (a[i], b[i]) -> [n].
+
+        :param a: the first texts.
+        :param b: the second texts, as many.
+        :param batch_size: texts per forward pass.
+        :param engine: as ``SentenceEncoder.encode``'s.
+        :param precision: the engine's name before zoo 0.3.
+        """
         return self.encoder.similarity_pairwise(a, b, batch_size=batch_size, engine=engine, precision=precision)
 
     def fit_paraphrase_cosine(self, dataset, batch_size=64):
-        """Set ``paraphrase_cosine`` to the retrieval head's accuracy-best cosine threshold on a 0/1-labelled
-        PairDataset (e.g. LCQMC valid; ``zoo.evaluation.best_threshold``); returns (threshold, accuracy)."""
+        """Set ``paraphrase_cosine`` to the retrieval head's accuracy-best cosine threshold on labelled pairs
+        (``zoo.evaluation.best_threshold``).
+
+        :param dataset: a 0/1-labelled ``PairDataset`` (e.g. LCQMC valid; never test).
+        :param batch_size: texts per forward pass.
+        :returns: (threshold, accuracy).
+        """
         from ..evaluation import best_threshold
 
         scores = self.similarity_pairwise(dataset.texts_a, dataset.texts_b, batch_size=batch_size)
@@ -101,7 +134,14 @@ class SimBERT(Task):
         return self.paraphrase_cosine, acc
 
     def most_similar(self, query, corpus, topk=10, batch_size=64):
-        """The ``topk`` texts of ``corpus`` closest to ``query`` by cosine: [(text, score)]."""
+        """The ``topk`` texts of ``corpus`` closest to ``query`` by cosine.
+
+        :param query: one text.
+        :param corpus: the texts to search.
+        :param topk: how many to return (at least 1).
+        :param batch_size: texts per forward pass.
+        :returns: [(text, score)], best first.
+        """
         from ..retrieval.base import SemanticIndex
 
         if topk < 1:
@@ -112,6 +152,11 @@ class SimBERT(Task):
 
     # ------------------------------------------------------------------ generation head
     def decoder(self, use_cache=True, maxlen=None):
+        """The generation head's ``zoo.generation.Seq2SeqDecoder`` (built once per settings).
+
+        :param use_cache: keep the attention keys and values of decoded tokens (faster, same output).
+        :param maxlen: the longest generated text in tokens (None: ``self.maxlen``).
+        """
         from ..generation import Seq2SeqDecoder
 
         maxlen = maxlen or self.maxlen
@@ -123,17 +168,28 @@ class SimBERT(Task):
 
     def gen_synonyms(self, text, n=100, k=20, topk=None, topp=0.95, temperature=1.0, use_cache=True, seed=None,
                      filters=True, rank="edits", min_similarity=None, min_edits=1):
-        """Sample ``n`` paraphrases, de-duplicate, drop the input, rank: top ``k`` [(text, cosine to ``text``)].
+        """Sample ``n`` paraphrases, de-duplicate, drop the input, rank; bert4keras' ``gen_synonyms``.
 
         Sampling uses top-p 0.95 by default (the later bert4keras example); ``topk=5, topp=None`` is the
         original SimBERT script. A text longer than ``maxlen`` tokens is truncated (the cut is logged).
-        ``filters`` (default on) drops copies that differ from the input (or from a better candidate) only in
-        punctuation, spaces or letter case, samples with a character repeated 3+ times in a row, and stutters: a
-        doubled character the input does not have and that is not a word (``stutters``).
-        ``rank``: "cosine" orders by the retrieval head's cosine; "edits" (default) puts first the candidates that
-        change at least ``min_edits`` characters beyond particles and punctuation (``content_edits``) and keep the
-        meaning (cosine >= ``min_similarity``, default the model's ``paraphrase_cosine``), each group by cosine;
-        without a threshold it orders by cosine.
+
+        :param text: the text to paraphrase.
+        :param n: how many samples to draw.
+        :param k: how many candidates to return.
+        :param topk: sample among the ``topk`` likeliest tokens (None: no such cut).
+        :param topp: sample within the smallest set of tokens whose probability reaches ``topp`` (None: no cut).
+        :param temperature: divides the logits before sampling.
+        :param use_cache: as ``decoder``'s.
+        :param seed: the sampling seed (None: random).
+        :param filters: drop copies that differ from the input (or from a better candidate) only in punctuation,
+            spaces or letter case, samples with a character repeated 3+ times in a row, and stutters (a doubled
+            character the input does not have and that is not a word: ``stutters``).
+        :param rank: "cosine" orders by the retrieval head's cosine; "edits" puts first the candidates that change
+            at least ``min_edits`` characters beyond particles and punctuation (``content_edits``) and keep the
+            meaning (cosine >= ``min_similarity``), each group by cosine; without a threshold it orders by cosine.
+        :param min_similarity: the "keeps the meaning" cosine (None: the model's ``paraphrase_cosine``).
+        :param min_edits: the changed characters that make a candidate a rewording rather than a copy.
+        :returns: up to ``k`` (text, cosine to ``text``) tuples.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"gen_synonyms needs a non-empty text, got {text!r}")

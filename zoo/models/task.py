@@ -39,8 +39,13 @@ class Task(keras.Model):
 
         A zoo preset (folder or name), run folder or ``.keras`` file that holds a ``cls`` is loaded as saved,
         tokenizer included (``maxlen=`` may still be changed). Anything else -- a Google TF1 folder or ckpt
-        prefix, a transformers folder, a backbone preset, or a preset of another task -- gives a new ``cls`` on
-        its backbone (and tokenizer), built with ``kwargs`` (e.g. ``pooling=`` for a SentenceEncoder).
+        prefix, a transformers folder, a sentence-transformers folder, a backbone preset, or a preset of another
+        task -- gives a new ``cls`` on its backbone (and tokenizer), built with ``kwargs``.
+
+        :param path: a shipped preset's name (``cls.presets``), a folder, a ``.keras`` file or a TF1 ckpt prefix.
+        :param kwargs: the constructor's arguments for a new model (e.g. ``pooling=`` for a SentenceEncoder); for a
+            saved one, ``maxlen=`` only (another value of a saved setting is refused with ConfigError).
+        :returns: the model, with its tokenizer.
         """
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         stored = preset_class_name(path)
@@ -93,14 +98,26 @@ class Task(keras.Model):
         return cls.from_preset(path)
 
     def save_to_preset(self, directory, tokenizer=None, metadata=None, weights_dtype="float32"):
-        """Write the model and its tokenizer (or ``tokenizer``) as a zoo preset folder, atomically, with a sha256
-        manifest; ``weights_dtype="float16"`` halves the size. ``from_preset`` loads it back."""
+        """Write the model and its tokenizer as a zoo preset folder, atomically, with a sha256 manifest;
+        ``from_preset`` loads it back.
+
+        :param directory: the preset folder to write.
+        :param tokenizer: the tokenizer to save (None: the model's own).
+        :param metadata: a dict recorded in the preset's metadata (e.g. scores, the training command).
+        :param weights_dtype: "float32", or "float16" to halve the size.
+        """
         return save_preset(self, tokenizer or self.tokenizer, directory, metadata=metadata,
                            weights_dtype=weights_dtype)
 
     def save(self, path, metadata=None, weights_dtype="float32", **kwargs):
         """Keras' ``save``: ``path`` ending in ``.keras`` writes one Keras file, tokenizer inside. A folder path is
-        deprecated: ``save_to_preset``."""
+        deprecated: ``save_to_preset``.
+
+        :param path: a ``.keras`` file (a folder: deprecated).
+        :param metadata: for a folder only, as ``save_to_preset``'s.
+        :param weights_dtype: for a folder only, as ``save_to_preset``'s.
+        :param kwargs: Keras' ``save`` arguments.
+        """
         if str(path).endswith(".keras"):
             return super().save(path, **kwargs)
         warn_deprecated(f"{type(self).__name__}.save(folder)", "save_to_preset(folder)")
@@ -146,9 +163,12 @@ class Task(keras.Model):
         return cached[1]
 
     def preprocess(self, x):
-        """``x`` as the model takes it: strings (a list or numpy array of texts, or of (text_a, text_b) pairs for a
-        cross-encoder) -> the ids (numpy); a tf.data dataset of strings (or of (strings, labels) elements) -> the
-        dataset mapped through the preprocessor; anything else (ids) unchanged."""
+        """``x`` as the model takes it.
+
+        :param x: strings (a list or numpy array of texts, or of (text_a, text_b) pairs for a cross-encoder), a
+            tf.data dataset of strings (or of (strings, labels) elements), or ids.
+        :returns: the ids (numpy) for strings; the dataset mapped through the preprocessor; ids unchanged.
+        """
         from .preprocessor import is_string_dataset, is_strings
 
         if isinstance(x, str):
@@ -167,11 +187,23 @@ class Task(keras.Model):
 
     def predict(self, x, *args, **kwargs):
         """Keras' ``predict``; strings go through ``preprocessor`` first. Returns the model's own output (a sentence
-        encoder's unnormalised vectors, a cross-encoder's logits): ``encode`` and ``score`` give vectors and scores."""
+        encoder's unnormalised vectors, a cross-encoder's logits): ``encode`` and ``score`` give vectors and scores.
+
+        :param x: strings, a dataset of strings, or ids (``preprocess``).
+        :param args: Keras' ``predict`` arguments.
+        :param kwargs: Keras' ``predict`` arguments.
+        """
         return super().predict(self.preprocess(x), *args, **kwargs)
 
     def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
-        """Keras' ``fit``; strings (in ``x`` and ``validation_data``) go through ``preprocessor`` first."""
+        """Keras' ``fit``; strings (in ``x`` and ``validation_data``) go through ``preprocessor`` first.
+
+        :param x: strings, a dataset of strings (or of (strings, labels)), or ids (``preprocess``).
+        :param y: the targets, when ``x`` is not a dataset.
+        :param validation_data: as ``x``, or an (x, y) tuple.
+        :param args: Keras' ``fit`` arguments.
+        :param kwargs: Keras' ``fit`` arguments.
+        """
         if isinstance(validation_data, tuple):
             validation_data = (self.preprocess(validation_data[0]), *validation_data[1:])
         elif validation_data is not None:
@@ -179,7 +211,13 @@ class Task(keras.Model):
         return super().fit(self.preprocess(x), y, *args, validation_data=validation_data, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
-        """Keras' ``evaluate``; strings go through ``preprocessor`` first."""
+        """Keras' ``evaluate``; strings go through ``preprocessor`` first.
+
+        :param x: strings, a dataset of strings (or of (strings, labels)), or ids (``preprocess``).
+        :param y: the targets, when ``x`` is not a dataset.
+        :param args: Keras' ``evaluate`` arguments.
+        :param kwargs: Keras' ``evaluate`` arguments.
+        """
         return super().evaluate(self.preprocess(x), y, *args, **kwargs)
 
     # ------------------------------------------------------------------ shared checks and inference

@@ -104,6 +104,20 @@ class SemanticIndex:
     of the texts (character bigrams or jieba words, ``lexical_terms``), indexed at the first lexical search.
     Hybrid search fuses the two sides (``fusion`` "score": min-max normalised scores, or "rrf": reciprocal ranks)
     with ``hybrid_weight`` on the dense side; ``calibrate(queries, gold)`` picks both from a few labelled queries.
+
+    ``SemanticIndex(..., backend=B)`` gives that backend's class: ``VectorIndex`` (exact, hnsw, ivfpq, faiss) or
+    ``MilvusIndex`` (milvus), whose own settings are keyword arguments documented there.
+
+    :param encoder: any model with ``encode`` (and ``dim``); None with ``dim``: an index of bare vectors; None
+        without ``dim``: the shipped general sentence-embedding model (``zoo.DEFAULT_ENCODER``).
+    :param dim: the vectors' width (None: ``encoder.dim``).
+    :param model: the encoder's name, saved with the index (``zoo search`` loads it back).
+    :param lexical: the BM25 terms: "bigram" (character bigrams) or "jieba" (words); ``lexical_terms``.
+    :param hybrid_weight: the dense side's weight in hybrid search, in [0, 1].
+    :param fusion: "score" (min-max normalised scores, weighted sum) or "rrf" (reciprocal-rank fusion).
+    :param calibration: what ``calibrate`` chose (saved with the index).
+    :param vector_source: how the stored vectors were made (``SentenceEncoder.vector_source``): later texts and
+        queries are encoded the same way.
     """
 
     backend = None
@@ -111,15 +125,19 @@ class SemanticIndex:
 
     def __new__(cls, *args, backend="exact", **kwargs):
         """``SemanticIndex(..., backend=B)`` (keyword only) makes the index of backend B (``BACKEND_MODULES``),
-        a subclass; the subclass' ``__init__`` then checks every other argument."""
+        a subclass; the subclass' ``__init__`` then checks every other argument.
+
+        :param args: the backend's arguments.
+        :param backend: "exact", "hnsw", "ivfpq", "faiss" (``VectorIndex``) or "milvus" (``MilvusIndex``).
+        :param kwargs: the backend's arguments.
+        """
         if cls is SemanticIndex:
             cls = backend_class(backend)
         return super().__new__(cls)
 
     def __init__(self, encoder=None, dim=None, model=None, lexical="bigram", hybrid_weight=0.5, fusion="score",
                  calibration=None, vector_source=None):
-        """The settings every backend checks alike; without ``encoder`` and ``dim``, the shipped general
-        sentence-embedding model (``zoo.DEFAULT_ENCODER``) embeds texts and queries."""
+        """The settings every backend checks alike (the class' parameters)."""
         check_terms(lexical)
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
@@ -211,13 +229,23 @@ class SemanticIndex:
 
     def search(self, queries, topk=10, batch_size=64, mode="dense", weight=None, depth=100, query_vectors=None,
                return_ids=False, fusion=None, filter=None):
-        """For each query: [(text, or the id of a bare vector, score)] best first ([(id, text, score)] with
-        ``return_ids``). ``mode``: "dense" (score: cosine), "lexical" (BM25 over the texts; only texts sharing a
-        term), or "hybrid": the top ``depth`` of each, fused (``fuse``) with ``weight`` on the dense side and
-        1 - weight on BM25's (score: the fused value). ``weight`` and ``fusion`` default to the index's
-        ``hybrid_weight`` and ``fusion`` (until ``calibrate`` sets them from labelled queries).
-        ``query_vectors``: the queries' embeddings when already computed (else the encoder embeds them).
-        ``filter``: a boolean expression on the metadata, for a backend that keeps metadata (Milvus)."""
+        """The best entries of each query.
+
+        :param queries: one text, a list of texts, or a float array of query vectors.
+        :param topk: entries per query (at least 1).
+        :param batch_size: queries per forward pass of the encoder.
+        :param mode: "dense" (score: cosine), "lexical" (BM25 over the texts; only texts sharing a term), or
+            "hybrid": the top ``depth`` of each, fused (``fuse``) with ``weight`` on the dense side and 1 - weight on
+            BM25's (score: the fused value).
+        :param weight: hybrid's dense weight (None: the index's ``hybrid_weight``).
+        :param depth: hybrid's candidates from each side.
+        :param query_vectors: the queries' embeddings when already computed (else the encoder embeds them).
+        :param return_ids: give (id, text, score) tuples.
+        :param fusion: hybrid's fusion (None: the index's ``fusion``).
+        :param filter: a boolean expression on the metadata, for a backend that keeps metadata (Milvus).
+        :returns: per query, [(text, or the id of a bare vector, score)] best first ([(id, text, score)] with
+            ``return_ids``).
+        """
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         if topk < 1:
@@ -248,10 +276,20 @@ class SemanticIndex:
     def calibrate(self, queries, gold, weights=CALIBRATION_WEIGHTS, fusions=FUSIONS, depth=100, k=10,
                   batch_size=64, query_vectors=None):
         """Choose the hybrid ``fusion`` and dense ``weight`` from a few labelled queries: the pair with the best
-        MRR@``k`` of the ids in ``gold`` (per query, the id of its relevant entry, or a collection of ids) becomes
-        the index's default (saved with it). ``weights`` include 0 (BM25 alone) and 1 (dense alone), so on these
-        queries the default is never worse than the better of the two; ties go to the first fusion, then to the
-        weight nearest 0.5. Returns {"fusion", "weight", "mrr@k": {fusion: {weight: MRR}}, "queries"}."""
+        MRR@``k`` becomes the index's default (saved with it). ``weights`` include 0 (BM25 alone) and 1 (dense
+        alone), so on these queries the default is never worse than the better of the two; ties go to the first
+        fusion, then to the weight nearest 0.5.
+
+        :param queries: the labelled queries' texts (valid queries, never test).
+        :param gold: per query, the id of its relevant entry, or a collection of ids.
+        :param weights: the dense weights tried.
+        :param fusions: the fusions tried.
+        :param depth: candidates from each side.
+        :param k: the cut-off of MRR.
+        :param batch_size: queries per forward pass.
+        :param query_vectors: the queries' embeddings when already computed.
+        :returns: {"fusion", "weight", "mrr@k": {fusion: {weight: MRR}}, "queries"}.
+        """
         from ..evaluation import mrr_at_k
 
         texts = [queries] if isinstance(queries, str) else list(queries)
@@ -273,8 +311,13 @@ class SemanticIndex:
 
     @classmethod
     def load(cls, directory, encoder=None, **options):
-        """An index written by ``save``, of whichever backend its ``index.json`` names (``options``: that
-        backend's, e.g. ``mmap=False``); a damaged, truncated or missing file raises CheckpointError naming it."""
+        """An index written by ``save``, of whichever backend its ``index.json`` names; a damaged, truncated or
+        missing file raises CheckpointError naming it.
+
+        :param directory: the folder ``save`` wrote.
+        :param encoder: the model that embeds queries (None: queries are given as vectors).
+        :param options: that backend's loading options, e.g. ``mmap=False``.
+        """
         path = os.path.join(os.fspath(directory), INDEX_FILE)
         meta = read_json_file(path, "a search index's settings")
         try:

@@ -51,8 +51,28 @@ def exact_topk(queries, vectors, topk, chunk_size=65536):
 
 
 class VectorIndex(SemanticIndex):
-    """A ``SemanticIndex`` whose vectors, texts and ids are held in this process (see ``SemanticIndex`` for the
-    backends and their settings); ``save`` writes them to a folder, ``SemanticIndex.load`` maps them back."""
+    """A ``SemanticIndex`` whose vectors, texts and ids are held in this process (``SemanticIndex(...,
+    backend="exact" | "hnsw" | "ivfpq" | "faiss")``); ``save`` writes them to a folder, ``SemanticIndex.load`` maps
+    them back.
+
+    :param encoder: as ``SemanticIndex``'s.
+    :param dim: as ``SemanticIndex``'s.
+    :param backend: "exact", "hnsw", "ivfpq" or "faiss" (see ``SemanticIndex``).
+    :param factory: for backend "faiss": a faiss ``index_factory`` string (None: sized to the corpus).
+    :param nprobe: for "ivfpq" and "faiss" IVF structures: the lists searched.
+    :param lexical: as ``SemanticIndex``'s.
+    :param model: as ``SemanticIndex``'s.
+    :param quantize: "int8" (exact, hnsw) or "binary" (exact): scan compact codes, then rescore with the floats.
+    :param rescore: the candidates rescored with the float vectors, as a multiple of ``topk``.
+    :param hnsw_m: for "hnsw": links per node.
+    :param ef_construction: for "hnsw": the candidate list while building.
+    :param ef_search: for "hnsw": the candidate list while searching.
+    :param pq_bytes: for "ivfpq": bytes of code per vector (None: dim / 8; must divide dim).
+    :param hybrid_weight: as ``SemanticIndex``'s.
+    :param fusion: as ``SemanticIndex``'s.
+    :param calibration: as ``SemanticIndex``'s.
+    :param vector_source: as ``SemanticIndex``'s.
+    """
 
     def __init__(self, encoder=None, dim=None, *, backend="exact", factory=None, nprobe=32, lexical="bigram",
                  model=None, quantize=None, rescore=4, hnsw_m=32, ef_construction=200, ef_search=128, pq_bytes=None,
@@ -93,8 +113,14 @@ class VectorIndex(SemanticIndex):
         return len(self.vectors) - len(self._removed)
 
     def add(self, texts=None, vectors=None, ids=None, batch_size=64):
-        """Add texts (encoded with the encoder) and/or their precomputed vectors, with ``ids`` (ints or strings;
-        default: the next integers)."""
+        """Add texts (encoded with the encoder) and/or their precomputed vectors.
+
+        :param texts: the texts (None: bare vectors).
+        :param vectors: their vectors [n, dim] (None: the encoder embeds ``texts``).
+        :param ids: unique ints or strings (None: the next integers).
+        :param batch_size: texts per forward pass.
+        :returns: the index.
+        """
         if vectors is None:
             if texts is None:
                 raise ValueError("add() needs texts or vectors")
@@ -129,7 +155,10 @@ class VectorIndex(SemanticIndex):
         return self
 
     def remove(self, ids):
-        """Remove the entries with these ids (KeyError names an unknown one)."""
+        """Remove the entries with these ids (KeyError names an unknown one).
+
+        :param ids: the ids to remove.
+        """
         missing = [i for i in ids if i not in self._rows]
         if missing:
             raise KeyError(f"id {missing[0]!r} is not in the index")
@@ -152,7 +181,11 @@ class VectorIndex(SemanticIndex):
         return self
 
     def search_vectors(self, queries, topk=10):
-        """(scores, rows) arrays [n_queries, topk], best first; row -1 (score -inf) where fewer were found."""
+        """(scores, rows) arrays [n_queries, topk], best first; row -1 (score -inf) where fewer were found.
+
+        :param queries: query vectors [n, dim] (normalised here).
+        :param topk: rows per query.
+        """
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         if len(self) == 0:
@@ -194,7 +227,11 @@ class VectorIndex(SemanticIndex):
         return [i for i in ids if i not in self._rows]
 
     def search_lexical(self, texts, topk=10):
-        """BM25 (scores, indices) lists per query text, best first; only texts that share a term."""
+        """BM25 (scores, indices) lists per query text, best first; only texts that share a term.
+
+        :param texts: the query texts.
+        :param topk: rows per query.
+        """
         if any(t is None for t in self.texts) or not self.texts:
             raise ValueError("lexical search needs the index's texts (this index holds bare vectors or is empty)")
         if self._bm25 is None:
@@ -268,9 +305,12 @@ class VectorIndex(SemanticIndex):
             raise ValueError(f"faiss could not build {factory!r}: {str(e).strip().splitlines()[-1]}") from None
 
     def save(self, directory):
-        """vectors.npy + texts.json + ids.json (+ faiss.index when built) + index.json (settings and the sha256 of
-        the others), written to a temp folder then moved into place. Removed rows are dropped first (a built
-        structure is rebuilt without them, so loading never has to)."""
+        """Write vectors.npy, texts.json, ids.json (+ faiss.index when built) and index.json (settings and the
+        sha256 of the others) to a temp folder, then move it into place. Removed rows are dropped first (a built
+        structure is rebuilt without them, so loading never has to).
+
+        :param directory: the folder to write.
+        """
         built = self._faiss is not None
         self.compact()
         if built:

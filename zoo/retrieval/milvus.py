@@ -52,10 +52,24 @@ def _local(uri):
 
 
 class MilvusIndex(SemanticIndex):
-    """``SemanticIndex``'s API on a Milvus collection (see the module's doc). ``uri``: a local file for Milvus Lite
-    (``*.db``) or a server's address; ``token``: its credentials ("user:password" or an API key; default: the
-    ``MILVUS_TOKEN`` environment variable); ``index_type``: the vector index (default FLAT, exact, for a local
-    file; AUTOINDEX on a server)."""
+    """``SemanticIndex``'s API on a Milvus collection (``SemanticIndex(..., backend="milvus")``; the module's doc
+    says what Milvus keeps and what zoo adds), with metadata filters.
+
+    :param encoder: as ``SemanticIndex``'s.
+    :param dim: as ``SemanticIndex``'s.
+    :param backend: "milvus".
+    :param uri: a local file for Milvus Lite (``*.db``) or a server's address.
+    :param collection: the collection's name (created when missing, checked against these settings when present).
+    :param model: as ``SemanticIndex``'s.
+    :param lexical: as ``SemanticIndex``'s.
+    :param token: the server's credentials, "user:password" or an API key (None: the ``MILVUS_TOKEN`` environment
+        variable).
+    :param index_type: the vector index (None: FLAT, exact, for a local file; AUTOINDEX on a server).
+    :param hybrid_weight: as ``SemanticIndex``'s.
+    :param fusion: as ``SemanticIndex``'s (default "rrf" here).
+    :param calibration: as ``SemanticIndex``'s.
+    :param vector_source: as ``SemanticIndex``'s.
+    """
 
     filters = True  # search takes filter expressions on the metadata
 
@@ -150,7 +164,10 @@ class MilvusIndex(SemanticIndex):
 
     # ------------------------------------------------------------------ writing
     def existing(self, ids):
-        """The ids of ``ids`` already in the collection."""
+        """The ids of ``ids`` already in the collection.
+
+        :param ids: the ids to look up.
+        """
         found = set()
         keys = [_pk(i) for i in ids]
         for start in range(0, len(keys), INSERT_ROWS):
@@ -194,8 +211,14 @@ class MilvusIndex(SemanticIndex):
         return rows
 
     def add(self, texts=None, vectors=None, ids=None, metadata=None, batch_size=64):
-        """Add texts with ``ids`` (required) and optional ``metadata`` (one dict a row: filterable fields); an id
-        already in the collection is refused (use ``upsert``)."""
+        """Add entries; an id already in the collection is refused (use ``upsert``).
+
+        :param texts: the texts (None: bare vectors).
+        :param vectors: their vectors (None: the encoder embeds ``texts``).
+        :param ids: unique ints or strings (required).
+        :param metadata: one dict a row: filterable fields.
+        :param batch_size: texts per forward pass.
+        """
         keys = [_pk(i) for i in (ids or [])]
         if len(set(keys)) != len(keys):
             raise ValueError("ids must be unique within one add()")
@@ -206,7 +229,14 @@ class MilvusIndex(SemanticIndex):
         return self._write("insert", self._rows(texts, vectors, ids, metadata, batch_size))
 
     def upsert(self, texts=None, vectors=None, ids=None, metadata=None, batch_size=64):
-        """Add or replace the entries with these ids."""
+        """Add or replace the entries with these ids.
+
+        :param texts: as ``add``'s.
+        :param vectors: as ``add``'s.
+        :param ids: as ``add``'s.
+        :param metadata: as ``add``'s.
+        :param batch_size: as ``add``'s.
+        """
         return self._write("upsert", self._rows(texts, vectors, ids, metadata, batch_size))
 
     def _write(self, how, rows):
@@ -216,7 +246,10 @@ class MilvusIndex(SemanticIndex):
         return self
 
     def remove(self, ids):
-        """Remove the entries with these ids (KeyError names an unknown one)."""
+        """Remove the entries with these ids (KeyError names an unknown one).
+
+        :param ids: the ids to remove.
+        """
         ids = list(ids)
         present = set(map(_pk, self.existing(ids)))
         missing = [i for i in ids if _pk(i) not in present]
@@ -269,8 +302,19 @@ class MilvusIndex(SemanticIndex):
 
     def search(self, queries, topk=10, batch_size=64, mode="dense", weight=None, depth=100, query_vectors=None,
                return_ids=False, fusion=None, filter=None):
-        """As ``SemanticIndex.search``, ``filter`` being a Milvus boolean expression on the metadata fields
-        (e.g. ``"lang == 'zh' and year >= 2020"``); hybrid fuses by rank by default (``fusion="rrf"``)."""
+        """As ``SemanticIndex.search``; hybrid fuses by rank by default (``fusion="rrf"``).
+
+        :param queries: as ``SemanticIndex.search``'s.
+        :param topk: as ``SemanticIndex.search``'s.
+        :param batch_size: as ``SemanticIndex.search``'s.
+        :param mode: as ``SemanticIndex.search``'s.
+        :param weight: as ``SemanticIndex.search``'s.
+        :param depth: as ``SemanticIndex.search``'s.
+        :param query_vectors: as ``SemanticIndex.search``'s.
+        :param return_ids: as ``SemanticIndex.search``'s.
+        :param fusion: as ``SemanticIndex.search``'s.
+        :param filter: a Milvus boolean expression on the metadata fields (e.g. ``"lang == 'zh' and year >= 2020"``).
+        """
         from pymilvus import MilvusException
 
         try:
@@ -281,8 +325,11 @@ class MilvusIndex(SemanticIndex):
 
     # ------------------------------------------------------------------ a folder pointing at the collection
     def save(self, directory):
-        """``directory/index.json``: where the collection is, so ``SemanticIndex.load``, ``zoo search`` and ``zoo
-        serve --index`` open it (the data stays in Milvus)."""
+        """Write ``directory/index.json``: where the collection is, so ``SemanticIndex.load``, ``zoo search`` and
+        ``zoo serve --index`` open it (the data stays in Milvus).
+
+        :param directory: the folder to write.
+        """
         with atomic_dir(directory) as tmp:
             with open(os.path.join(tmp, INDEX_FILE), "w", encoding="utf-8") as f:
                 json.dump(self.settings(), f)

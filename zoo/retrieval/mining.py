@@ -30,16 +30,26 @@ class MiningReport:
 def mine_hard_negatives(pairs, encoder, corpus=None, *, num_negatives=1, range_min=0, range_max=50, margin=None,
                         max_score=None, cross_encoder=None, cross_encoder_max_score=0.5, batch_size=64,
                         engine="auto", precision=None):
-    """Mine ``num_negatives`` hard negatives for each (anchor, positive) of ``pairs`` -> ([(anchor, positive,
-    negative)], MiningReport).
+    """Mine hard negatives for each (anchor, positive) of ``pairs`` (sentence-transformers' ``mine_hard_negatives``;
+    ``zoo mine-negatives``). Candidates are the corpus texts by cosine to the anchor (``encoder.encode_queries`` for
+    anchors), best first, without the anchor itself and every positive of that anchor.
 
-    ``corpus``: the texts negatives come from (default: the positives, as sentence-transformers). Candidates are
-    the corpus texts by cosine to the anchor (``encoder.encode_queries`` for anchors), best first, without the anchor
-    itself and every positive of that anchor; ranks ``range_min`` to ``range_max`` of them are considered (skipping
-    the closest avoids near-paraphrases the data set left unlabelled). ``margin``: a candidate must score below the
-    positive's cosine minus ``margin``; ``max_score``: below this cosine. ``cross_encoder`` (a CrossEncoder): a
-    candidate it scores above ``cross_encoder_max_score`` is taken for an unlabelled positive and skipped; it scores
-    candidates in rank order, a few per pair, until ``num_negatives`` pass."""
+    :param pairs: (anchor, positive) tuples.
+    :param encoder: a SentenceEncoder.
+    :param corpus: the texts negatives come from (None: the positives, as sentence-transformers).
+    :param num_negatives: negatives per pair.
+    :param range_min: candidates skipped from the top (the closest are often unlabelled paraphrases).
+    :param range_max: the lowest rank considered.
+    :param margin: a candidate must score below the positive's cosine minus ``margin`` (None: no such rule).
+    :param max_score: a candidate must score below this cosine (None: no such rule).
+    :param cross_encoder: a CrossEncoder: a candidate it scores above ``cross_encoder_max_score`` is taken for an
+        unlabelled positive and skipped (it scores candidates in rank order, a few per pair).
+    :param cross_encoder_max_score: see ``cross_encoder``.
+    :param batch_size: texts per forward pass.
+    :param engine: as ``SentenceEncoder.encode``'s.
+    :param precision: the engine's name before zoo 0.3.
+    :returns: ([(anchor, positive, negative)], MiningReport).
+    """
     pairs = [(str(a), str(p)) for a, p in pairs]
     for name, value, low in (("num_negatives", num_negatives, 1), ("range_min", range_min, 0),
                              ("batch_size", batch_size, 1)):

@@ -20,9 +20,15 @@ def _unit_rows(vectors):
 
 
 def paraphrase_mining_embeddings(vectors, top_k=100, max_pairs=500_000, chunk_size=5000):
-    """The most similar pairs of rows of ``vectors`` by cosine -> [(score, i, j)] with i < j, highest first: each row's
-    ``top_k`` nearest other rows, each pair once, the best ``max_pairs`` of them (sentence-transformers'
-    ``paraphrase_mining_embeddings``). ``chunk_size`` rows are compared with all rows at a time."""
+    """The most similar pairs of rows of ``vectors`` by cosine: each row's ``top_k`` nearest other rows, each pair
+    once, the best ``max_pairs`` of them (sentence-transformers' ``paraphrase_mining_embeddings``).
+
+    :param vectors: [n, dim] (normalised here).
+    :param top_k: neighbours per row.
+    :param max_pairs: pairs kept.
+    :param chunk_size: rows compared with all rows at a time.
+    :returns: [(score, i, j)] with i < j, highest first.
+    """
     vectors = _unit_rows(vectors)
     n = len(vectors)
     if top_k < 1 or max_pairs < 1:
@@ -51,17 +57,36 @@ def paraphrase_mining_embeddings(vectors, top_k=100, max_pairs=500_000, chunk_si
 
 
 def paraphrase_mining(encoder, texts, top_k=100, max_pairs=500_000, chunk_size=5000, **encode_options):
-    """``paraphrase_mining_embeddings`` of ``encoder.encode(texts, **encode_options)``: [(score, i, j)] pairs of
-    indices into ``texts``, most similar first (sentence-transformers' ``paraphrase_mining``)."""
+    """The most similar pairs of ``texts`` (sentence-transformers' ``paraphrase_mining``).
+
+    ```python
+    for score, i, j in zoo.retrieval.paraphrase_mining(encoder, questions, top_k=10):
+        print(f"{score:.3f}", questions[i], questions[j])
+    ```
+
+    :param encoder: a model with ``encode`` (a SentenceEncoder).
+    :param texts: the texts.
+    :param top_k: neighbours per text.
+    :param max_pairs: pairs kept.
+    :param chunk_size: texts compared with all texts at a time.
+    :param encode_options: ``encode``'s arguments (e.g. ``batch_size``).
+    :returns: [(score, i, j)] pairs of indices into ``texts``, most similar first.
+    """
     return paraphrase_mining_embeddings(encoder.encode(list(texts), **encode_options), top_k, max_pairs, chunk_size)
 
 
 def community_detection(vectors, threshold=0.75, min_community_size=10, chunk_size=1024):
-    """Groups of rows whose cosine with a central row is at least ``threshold``, each of at least
-    ``min_community_size`` rows, none sharing a row -> [[center, member, ...]], largest first; members in order of
-    their cosine with the center (sentence-transformers' ``community_detection``). A row's community is every row at
-    ``threshold`` or above (itself included); the largest are kept first, and a later one keeps the rows no kept
-    community holds, if they are still enough and its center is free."""
+    """Groups of rows whose cosine with a central row is at least ``threshold``, none sharing a row
+    (sentence-transformers' ``community_detection``). A row's community is every row at ``threshold`` or above
+    (itself included); the largest are kept first, and a later one keeps the rows no kept community holds, if they
+    are still enough and its center is free.
+
+    :param vectors: [n, dim] (normalised here).
+    :param threshold: the cosine with the center a member needs.
+    :param min_community_size: the fewest rows a community keeps.
+    :param chunk_size: rows compared with all rows at a time.
+    :returns: [[center, member, ...]], largest first; members in order of their cosine with the center.
+    """
     vectors = _unit_rows(vectors)
     if len(vectors) < min_community_size or len(vectors) == 0:
         return []

@@ -84,7 +84,10 @@ class ServeConfig:
 
 
 def run(config: ServeConfig):
-    """Serve until SIGTERM or Ctrl-C."""
+    """``zoo serve``: serve until SIGTERM or Ctrl-C.
+
+    :param config: the command's settings.
+    """
     server = ModelServer(models=config.models(), host=config.host, port=config.port,
                          grpc_port=config.grpc_port, max_batch_size=config.max_batch_size,
                          batch_timeout_ms=config.batch_timeout_ms, max_request_batch=config.max_request_batch,

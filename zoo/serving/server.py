@@ -19,29 +19,42 @@ from .model import NotFound
 
 class ModelServer:
     """TF Serving-compatible REST (and optionally gRPC) server for exported models, which also speaks OpenAI's
-    embeddings API, text-embeddings-inference's rerank API and zoo's search and paraphrase APIs.
-
-    ``model_dir``: a SavedModel folder or ``<base>/<name>`` with numeric versions (the highest is served), served
-    as ``name``; ``models``: more {name: folder} served side by side (a folder that is not an export, such as a
-    zoo preset or run folder, is served with Keras: not over TF Serving's APIs, but a SimBERT then also writes
-    paraphrases). ``index``: a folder written by ``SemanticIndex.save`` (or ``zoo index build``) answered at
-    ``/v1/search`` with the served sentence encoder ``index_model`` (default: the first). ``api_key``: a bearer
-    token every request must carry (401 otherwise). ``ui``: the web page at ``/``. ``threshold``: the cosine at or
-    above which the page calls two texts the same (default: what the model's folder records, if anything).
-    ``port`` / ``grpc_port``: 0 picks a free port (read ``rest_port`` / ``grpc_port`` after ``start``);
-    ``grpc_port=None`` disables gRPC. Limits: ``max_request_batch`` rows per request, ``max_chars``
-    characters per text, ``max_body_bytes`` per request; ``long_text``: what an input over the model's maxlen
-    tokens gets ("refuse": an error naming its length, unless the request asks to truncate; "truncate"; "chunk":
-    embedded as overlapping windows, ``zoo.serving.lengths``); ``request_timeout_s`` for a body to arrive and for
-    the model to answer (HTTP 408 / 503, gRPC DEADLINE_EXCEEDED past the client's own deadline). Like TF Serving,
-    a ``<base>/<name>`` folder is watched every ``poll_seconds`` (0: never): a new, higher version is loaded and
-    checked in the background and then served; requests in flight finish on the version they started on; a version
-    that fails to load is logged and the current one kept.
+    embeddings API, text-embeddings-inference's rerank API and zoo's search and paraphrase APIs (``zoo serve``).
 
     ```python
     with ModelServer("exported/default", port=0) as server:
         server.url                      # http://127.0.0.1:<port>/v1/models/default
     ```
+
+    Like TF Serving, a ``<base>/<name>`` folder is watched every ``poll_seconds``: a new, higher version is loaded
+    and checked in the background and then served; requests in flight finish on the version they started on; a
+    version that fails to load is logged and the current one kept.
+
+    :param model_dir: a SavedModel folder, or ``<base>/<name>`` with numeric versions (the highest is served).
+    :param name: the name ``model_dir`` is served as.
+    :param host: the address to listen on.
+    :param port: the REST port (0: a free one; read ``rest_port`` after ``start``).
+    :param grpc_port: the gRPC port (0: a free one; None: no gRPC).
+    :param max_batch_size: rows the batcher joins into one model call.
+    :param batch_timeout_ms: how long the batcher waits for more rows.
+    :param max_request_batch: rows per request.
+    :param max_chars: characters per text.
+    :param max_body_bytes: bytes per request body.
+    :param verbose: log each request.
+    :param poll_seconds: how often a versioned folder is checked for a new version (0: never).
+    :param request_timeout_s: for a body to arrive and for the model to answer (HTTP 408 / 503, gRPC
+        DEADLINE_EXCEEDED past the client's own deadline).
+    :param models: more {name: folder} served side by side (a folder that is not an export, such as a zoo preset or
+        run folder, is served with Keras: not over TF Serving's APIs, but a SimBERT then also writes paraphrases).
+    :param index: a folder written by ``SemanticIndex.save`` (or ``zoo index build``), answered at ``/v1/search``.
+    :param index_model: the served sentence encoder that embeds the index's queries (None: the first).
+    :param api_key: a bearer token every request must carry (401 otherwise).
+    :param ui: the web page at ``/``.
+    :param threshold: the cosine at or above which the page calls two texts the same (None: what the model's
+        folder records, if anything).
+    :param long_text: what an input over the model's maxlen tokens gets: "refuse" (an error naming its length,
+        unless the request asks to truncate), "truncate", or "chunk" (overlapping windows, ``zoo.serving.lengths``).
+    :param command_line: messages name the options as ``zoo serve``'s flags (set by ``zoo serve``).
     """
 
     def __init__(self, model_dir=None, name="default", host="127.0.0.1", port=8501, grpc_port=None,
@@ -88,6 +101,7 @@ class ModelServer:
 
     @property
     def version(self):
+        """The first served model's version being served."""
         return getattr(self.first, "version", None)
 
     @property
@@ -95,7 +109,10 @@ class ModelServer:
         return getattr(self.first, "path", self.first.source)
 
     def served_model(self, name):
-        """The loaded SavedModel served as ``name`` (TF Serving's APIs); NotFound otherwise."""
+        """The loaded SavedModel served as ``name`` (TF Serving's APIs); NotFound otherwise.
+
+        :param name: a served name.
+        """
         from .engines import ExportedEngine
 
         engine = self.engines.get(name)
@@ -231,6 +248,7 @@ class ModelServer:
 
     @property
     def url(self):
+        """The first served model's TF Serving REST address."""
         return f"http://{self.host}:{self.rest_port}/v1/models/{self.name}"
 
     @property

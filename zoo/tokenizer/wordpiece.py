@@ -105,6 +105,9 @@ def simplify_vocab(tokens, startswith=SPECIAL_TOKENS):
     tokens that contain a CJK character or punctuation once ``##`` is stripped (``##的``, ``[unused1]``).
     Returns ``(new_tokens, keep_tokens)``; ``keep_tokens[i]`` is the original id of new id ``i``, the
     argument that slices embedding rows and the MLM bias (``zoo.BertBackbone.from_preset(..., keep_tokens=...)``).
+
+    :param tokens: the vocabulary, in id order.
+    :param startswith: the tokens kept first, in this order.
     """
     index = {t: i for i, t in enumerate(tokens)}
     new_tokens, keep_tokens = [], []
@@ -127,13 +130,22 @@ def simplify_vocab(tokens, startswith=SPECIAL_TOKENS):
 
 
 class Tokenizer:
-    """Chinese BERT tokenizer.
+    """Chinese BERT's WordPiece tokenizer (bert4keras' ``Tokenizer``, on the ``tokenizers`` library).
 
     ```python
     tok = zoo.Tokenizer.from_preset("chinese_L-12_H-768_A-12")
     tok.encode("今天天气不错", "今天天气很好", maxlen=16)   # (token_ids, segment_ids)
     tok(["你好", "在吗"], maxlen=32)                       # padded numpy batch
     ```
+
+    Called on texts it returns padded int32 arrays ``token_ids``, ``segment_ids``, ``padding_mask`` (``__call__``).
+    The same ids come from TensorFlow ops as ``zoo.TextPreprocessor`` (tested equal on every code point of planes 0-1).
+
+    :param vocab: the tokens in id order, or the path of a ``vocab.txt``.
+    :param do_lower_case: lower-case and strip accents from non-Chinese text (True for every Chinese BERT).
+    :param keep_tokens: the ids of the full vocabulary kept by a slimmed one (``simplify_vocab``), for
+        ``BertBackbone.from_preset``; None for a full vocabulary.
+    :param max_input_chars_per_word: a longer word becomes [UNK] (as BERT's tokenizer).
     """
 
     def __init__(self, vocab, do_lower_case=True, keep_tokens=None, max_input_chars_per_word=100):
@@ -170,10 +182,16 @@ class Tokenizer:
     @classmethod
     def from_preset(cls, path, simplified=False, startswith=SPECIAL_TOKENS):
         """The tokenizer of a zoo preset (folder or name), a run folder, a Google TF1 or transformers folder (its
-        ``vocab.txt``, else the WordPiece vocabulary of its ``tokenizer.json``), or a ``vocab.txt``, or a keras-hub preset folder (``assets/tokenizer/vocabulary.txt``, ``lowercase`` from its
-        ``tokenizer.json``). ``do_lower_case`` comes from ``tokenizer_config.json`` when there is one (default True, as
-        for every Chinese BERT). ``simplified=True`` slims the vocabulary like bert4keras; the result's
-        ``keep_tokens`` must then be passed to ``BertBackbone.from_preset``."""
+        ``vocab.txt``, else the WordPiece vocabulary of its ``tokenizer.json``), a keras-hub preset folder
+        (``assets/tokenizer/vocabulary.txt``, ``lowercase`` from its ``tokenizer.json``), or a ``vocab.txt``.
+        ``do_lower_case`` comes from ``tokenizer_config.json`` when there is one (default True, as for every
+        Chinese BERT).
+
+        :param path: a preset's name, a folder or a ``vocab.txt``.
+        :param simplified: slim the vocabulary as bert4keras' ``load_vocab(simplified=True)``; the result's
+            ``keep_tokens`` must then be passed to ``BertBackbone.from_preset``.
+        :param startswith: with ``simplified``, the tokens kept first, in this order.
+        """
         path = resolve(path)
         if str(path).endswith(".keras"):
             raise ValueError(f"{path}: a .keras file carries its tokenizer inside; load the model with "
@@ -216,17 +234,31 @@ class Tokenizer:
         return len(self.vocab)
 
     def token_to_id(self, token):
+        """The id of ``token`` ([UNK]'s for an unknown one).
+
+        :param token: a word piece.
+        """
         return self.token_to_id_map.get(token, self.unk_id)
 
     def id_to_token(self, i):
+        """The word piece of id ``i``.
+
+        :param i: an id.
+        """
         return self.vocab[int(i)]
 
     def tokenize(self, text):
-        """Word pieces of one text, without [CLS]/[SEP]."""
+        """Word pieces of one text, without [CLS]/[SEP].
+
+        :param text: one text.
+        """
         return self._rust.encode(_check_text(text), add_special_tokens=False).tokens
 
     def piece_ids(self, texts):
-        """Word-piece ids (no [CLS]/[SEP]) for a list of texts, encoded in parallel."""
+        """Word-piece ids (no [CLS]/[SEP]) for a list of texts, encoded in parallel.
+
+        :param texts: the texts.
+        """
         texts = [_check_text(t, i) for i, t in enumerate(texts)]
         return [e.ids for e in self._rust.encode_batch(texts, add_special_tokens=False)]
 
@@ -236,14 +268,23 @@ class Tokenizer:
 
         Over ``maxlen`` tokens, one piece at a time is removed from the currently longer part (counted with
         its [CLS]/[SEP]; the first part on ties) just before its [SEP], as bert4keras does.
+
+        :param first: the first text.
+        :param second: the second text (None: one text).
+        :param maxlen: the most tokens, [CLS] and [SEP] included (None: no cut).
         """
         a = self.piece_ids([first])[0]
         b = None if second is None else self.piece_ids([second])[0]
         return self.assemble(a, b, maxlen)
 
     def assemble(self, a, b=None, maxlen=None):
-        """Piece ids ``a`` (and ``b``) -> (token_ids, segment_ids) of ``[CLS] a [SEP] (b [SEP])``, truncated to
-        ``maxlen`` by the bert4keras rule (see ``encode``). ``piece_ids`` gives the pieces of many texts at once."""
+        """Piece ids ``a`` (and ``b``) -> (token_ids, segment_ids) of ``[CLS] a [SEP] (b [SEP])``, truncated by
+        the bert4keras rule (see ``encode``). ``piece_ids`` gives the pieces of many texts at once.
+
+        :param a: the first text's piece ids.
+        :param b: the second text's piece ids (None: one text).
+        :param maxlen: the most tokens, [CLS] and [SEP] included (None: no cut).
+        """
         first = [self.cls_id, *a, self.sep_id]
         second = None if b is None else [*b, self.sep_id]
         if maxlen is not None:
@@ -258,8 +299,10 @@ class Tokenizer:
     def __call__(self, texts, second=None, maxlen=512, pad_to=None):
         """Encode a batch into padded int32 arrays ``token_ids``, ``segment_ids``, ``padding_mask``.
 
-        ``maxlen`` truncates each row (bert4keras rule); rows are padded to the longest row, or to
-        ``pad_to`` (a fixed length, e.g. for XLA) when given.
+        :param texts: the texts (or one text).
+        :param second: the second texts of pairs, as many (None: single texts).
+        :param maxlen: the most tokens per row (bert4keras' truncation rule).
+        :param pad_to: pad every row to this length (e.g. for XLA; None: to the longest row).
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -282,7 +325,11 @@ class Tokenizer:
                 gc.enable()
 
     def pad(self, rows, pad_to=None):
-        """(token_ids, segment_ids) rows -> dict of padded int32 arrays."""
+        """(token_ids, segment_ids) rows -> dict of padded int32 arrays.
+
+        :param rows: (token_ids, segment_ids) tuples.
+        :param pad_to: pad every row to this length (None: to the longest row).
+        """
         length = max((len(r[0]) for r in rows), default=0)
         if pad_to is not None:
             if pad_to < length:
@@ -300,7 +347,10 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- decoding
     def decode(self, ids):
-        """Ids -> readable text: specials dropped, CJK joined without spaces, ``##`` pieces glued (bert4keras)."""
+        """Ids -> readable text: specials dropped, CJK joined without spaces, ``##`` pieces glued (bert4keras).
+
+        :param ids: token ids.
+        """
         tokens = [self.vocab[int(i)] for i in ids if int(i) not in self.special_ids]
         text = ""
         for i, token in enumerate(tokens):
@@ -323,7 +373,10 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- saving
     def save(self, directory):
-        """Deprecated: ``save_to_preset``."""
+        """Deprecated: ``save_to_preset``.
+
+        :param directory: the folder to write.
+        """
         from ..logs import warn_deprecated
 
         warn_deprecated("Tokenizer.save", "Tokenizer.save_to_preset")
@@ -332,7 +385,10 @@ class Tokenizer:
     def save_to_preset(self, directory):
         """Write ``vocab.txt`` and ``tokenizer_config.json`` (transformers-compatible) into ``directory``, each
         atomically; ``Tokenizer.from_preset(directory)`` reads them back. Into a zoo preset folder (a model saved
-        there first), the two files join its sha256 manifest, so they are checked at every load as the weights are."""
+        there first), the two files join its sha256 manifest, so they are checked at every load as the weights are.
+
+        :param directory: the folder to write.
+        """
         os.makedirs(directory, exist_ok=True)
         write_text_atomic(os.path.join(directory, VOCAB_FILE), "\n".join(self.vocab) + "\n")
         config = {"do_lower_case": self.do_lower_case, "tokenizer_class": "BertTokenizer",

@@ -28,6 +28,16 @@ class PairBatches:
     occurs twice in a batch, since a repeated text is a false negative; a pair whose text the batch being cut
     already holds goes into the next batch with room (``duplicate_moves`` counts them; the number of batches stays
     the same).
+
+    :param tokenizer: the ``zoo.Tokenizer``.
+    :param dataset: a ``PairDataset``.
+    :param batch_size: pairs per batch.
+    :param maxlen: tokens per text (per pair with ``joint``).
+    :param labels: the labels to train on (None: ``dataset.labels``).
+    :param length_buckets: batch pairs of similar length together (less padding), shuffled per epoch.
+    :param joint: one ``[CLS] a [SEP] b [SEP]`` row per pair (cross-encoders).
+    :param zero_segments: with ``joint``, every segment id 0.
+    :param no_duplicates: no text twice in a batch (in-batch ranking losses).
     """
 
     def __init__(self, tokenizer, dataset, batch_size, maxlen, labels=None, length_buckets=True, joint=False,
@@ -243,12 +253,22 @@ def anchor_labels(labels):
 
 def pair_training_batches(tokenizer, train, batch_size, maxlen, *, objective="cosent", batching="task",
                           length_buckets=True, in_batch=False, word_order_negatives=0, seed=42, extra=()):
-    """The batch source of a bi-encoder over ``train`` ({task: PairDataset}): one task's pairs, or several tasks'
-    (``batching`` "task": each batch from one task; "mixed": all in a batch, graded labels scaled to [0, 1]), labels
-    as ``objective`` wants them; with ``word_order_negatives`` N, each 0/1 task's batches get N word-order
-    rewrites of their sentences as pairs labelled 0 (``zoo.data.augment``); with ``in_batch``, labels carry the anchor
-    flag (``anchor_labels``) and no batch holds a text twice (``PairBatches(no_duplicates=True)``); ``extra`` batch
-    sources join as more parts."""
+    """The batch source of a bi-encoder job over one task's pairs or several tasks'.
+
+    :param tokenizer: the ``zoo.Tokenizer``.
+    :param train: {task: PairDataset}.
+    :param batch_size: pairs per batch.
+    :param maxlen: tokens per text.
+    :param objective: the loss the labels are made for (``objective_labels``).
+    :param batching: with several tasks, "task" (each batch from one task) or "mixed" (all in a batch, graded
+        labels scaled to [0, 1]).
+    :param length_buckets: as ``PairBatches``'.
+    :param in_batch: labels carry the anchor flag (``anchor_labels``) and no batch holds a text twice.
+    :param word_order_negatives: N word-order rewrites of each 0/1 task's sentences per batch, as pairs labelled 0
+        (``zoo.data.augment``).
+    :param seed: the seed of the rewrites and the shuffling.
+    :param extra: more batch sources, joined as more parts.
+    """
     from ..data.augment import word_order_rewrite
     from ..data.pair_files import PairDataset
     from ..losses import objective_labels

@@ -44,8 +44,15 @@ from .state import load_state, save_state
 
 @dataclasses.dataclass
 class Run:
-    """What ``fit`` returns: per-epoch ``history`` (epoch 0 = before training), the ``best`` record, seconds spent
-    training (over all resumed parts), and where the best model is."""
+    """What ``fit`` returns.
+
+    :param history: per-epoch records (epoch 0 = before training).
+    :param best: the best epoch's record (None without an evaluator).
+    :param train_seconds: seconds spent training, over all resumed parts.
+    :param model_dir: where the best model is (a preset folder).
+    :param metric: the evaluator's primary metric.
+    :param best_scores: the evaluator's scores of the best epoch, when measured in this process.
+    """
 
     history: list
     best: dict | None
@@ -80,10 +87,32 @@ def metric_key(evaluator, name):
 
 def fit(trainer, batches, output, *, epochs, seed=42, evaluator=None, model=None, save_every=500,
         show_progress=True, unit="pair", callbacks=(), metadata=None):
-    """Train the compiled ``trainer`` on the batch source ``batches`` (``zoo.train.batches``) for ``epochs``,
-    resumably, keeping the best ``model`` (the model inside ``trainer`` that ``evaluator`` measures and whose
-    ``save_to_preset(path, metadata=...)`` writes a preset) in ``OUTPUT/model``. Rerunning with the same ``output`` resumes
-    from ``OUTPUT/checkpoint`` and ends where an uninterrupted run ends. Returns a ``Run``."""
+    """Train the compiled ``trainer`` resumably, keeping the best model in ``OUTPUT/model``. Rerunning with the
+    same ``output`` resumes from ``OUTPUT/checkpoint`` (written atomically) and ends where an uninterrupted run ends.
+
+    ```python
+    trainer = zoo.models.build_trainer(encoder, objective="cosent")
+    trainer.compile(zoo.train.training_optimizer("adam", 2e-5), loss=zoo.losses.objective_loss("cosent"))
+    batches = zoo.train.PairBatches(encoder.tokenizer, train, batch_size=64, maxlen=64)
+    run = zoo.train.fit(trainer, batches, "runs/mine", epochs=1, evaluator=SpearmanEvaluator(valid), model=encoder)
+    ```
+
+    :param trainer: the compiled Keras model trained (e.g. ``zoo.models.build_trainer(encoder)``).
+    :param batches: the batch source (``zoo.train.batches``, e.g. ``PairBatches``).
+    :param output: the run folder.
+    :param epochs: passes over ``batches``.
+    :param seed: the seed of shuffling and dropout.
+    :param evaluator: measures ``model`` after each epoch (and before the first); its primary metric picks the
+        best epoch (None: the last one is kept).
+    :param model: the model inside ``trainer`` that ``evaluator`` measures and whose ``save_to_preset`` writes
+        the kept preset.
+    :param save_every: optimizer steps between checkpoints.
+    :param show_progress: a progress bar with its rate.
+    :param unit: what the bar counts ("pair", "sent", ...).
+    :param callbacks: more Keras callbacks.
+    :param metadata: recorded in the kept preset's metadata.
+    :returns: a ``Run``.
+    """
     if epochs < 1 or save_every < 1:
         raise ConfigError(f"epochs and save_every must be >= 1, got {epochs} and {save_every}")
     if len(batches) == 0:
@@ -341,13 +370,18 @@ class EpochEnd(keras.callbacks.Callback):
 
 
 class EvaluatorCallback(keras.callbacks.Callback):
-    """An evaluator inside ``fit``: after each epoch ``logs["val_<primary metric>"]``, the best epoch remembered
-    (``history``, ``best``, ``best_epoch``), saved with ``save_to`` (a preset, atomically) and its weights put
-    back into ``model`` when training ends (``restore_best``).
+    """An evaluator inside Keras' ``fit``: after each epoch ``logs["val_<primary metric>"]``, the best epoch
+    remembered (``history``, ``best``, ``best_epoch``).
 
     ```python
     encoder.fit(..., callbacks=[zoo.train.EvaluatorCallback(SpearmanEvaluator(valid), encoder)])
     ```
+
+    :param evaluator: an ``zoo.evaluation.Evaluator``.
+    :param model: the model it measures.
+    :param save_to: a preset folder where the best epoch's model is saved, atomically (None: not saved).
+    :param restore_best: put the best epoch's weights back into ``model`` when training ends.
+    :param verbose: log each epoch's value.
     """
 
     def __init__(self, evaluator, model, save_to=None, restore_best=True, verbose=True):

@@ -55,19 +55,35 @@ class LayerDecay:
 
 @keras.saving.register_keras_serializable(package="zoo")
 class LayerDecayAdam(LayerDecay, keras.optimizers.Adam):
-    """Adam with layer-wise learning-rate decay."""
+    """Adam with layer-wise learning-rate decay: the top transformer layer's step size 1, each layer below it
+    ``layer_decay`` times the one above, the embeddings ``layer_decay`` times the lowest layer (per-variable step
+    sizes: scaling gradients would do nothing under Adam).
+
+    :param args: ``keras.optimizers.Adam``'s arguments.
+    :param layer_decay: the factor per layer, in (0, 1].
+    :param kwargs: ``keras.optimizers.Adam``'s arguments.
+    """
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class LayerDecayAdamW(LayerDecay, keras.optimizers.AdamW):
-    """AdamW with layer-wise learning-rate decay."""
+    """AdamW with layer-wise learning-rate decay (as ``LayerDecayAdam``).
+
+    :param args: ``keras.optimizers.AdamW``'s arguments.
+    :param layer_decay: the factor per layer, in (0, 1].
+    :param kwargs: ``keras.optimizers.AdamW``'s arguments.
+    """
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class PiecewiseLinear(keras.optimizers.schedules.LearningRateSchedule):
     """bert4keras' piecewise-linear learning rate: ``peak`` times a factor that runs linearly between the points
-    {step: factor} (from 0 at step 0 unless step 0 is given) and stays at the last one after it: {1000: 1, 2000: 0.1}
-    warms up over 1,000 steps, decays to a tenth by step 2,000, then stays there."""
+    and stays at the last one after it: {1000: 1, 2000: 0.1} warms up over 1,000 steps, decays to a tenth by step
+    2,000, then stays there.
+
+    :param peak: the peak learning rate.
+    :param points: {step: factor} (from 0 at step 0 unless step 0 is given).
+    """
 
     def __init__(self, peak, points):
         self.peak = peak
@@ -94,11 +110,19 @@ OPTIMIZERS = {"adam": (keras.optimizers.Adam, LayerDecayAdam), "adamw": (keras.o
 
 def training_optimizer(kind, learning_rate, *, ema_momentum=None, gradient_accumulation_steps=1, layer_decay=None,
                        lr_schedule=None, loss_scale=False, **kwargs):
-    """Adam or AdamW (``kind``) at ``learning_rate`` (a number or a schedule), with the training options every job
-    takes: ``ema_momentum`` (Keras' ``use_ema``), ``gradient_accumulation_steps``, ``layer_decay`` (layer-wise
-    step sizes) and ``lr_schedule`` ({step: factor}: a ``PiecewiseLinear`` of the peak rate, which replaces
-    ``learning_rate``'s own schedule), ``loss_scale`` (Keras' ``LossScaleOptimizer`` around it, for float16
-    training); ``kwargs`` go to the optimizer (e.g. ``weight_decay``)."""
+    """The optimizer of every zoo job, with the training options every job takes.
+
+    :param kind: "adam" or "adamw".
+    :param learning_rate: a number or a schedule.
+    :param ema_momentum: keep an exponential moving average of the weights (Keras' ``use_ema``); the average is
+        what ``fit`` evaluates and keeps (None: no average).
+    :param gradient_accumulation_steps: micro-batches per optimizer step.
+    :param layer_decay: layer-wise step sizes (``LayerDecayAdam``; None: none).
+    :param lr_schedule: {step: factor}: a ``PiecewiseLinear`` of the peak rate, which replaces ``learning_rate``'s
+        own schedule.
+    :param loss_scale: wrap it in Keras' ``LossScaleOptimizer`` (float16 training).
+    :param kwargs: the optimizer's arguments (e.g. ``weight_decay``).
+    """
     plain, decayed = OPTIMIZERS[kind]
     if lr_schedule:
         peak = learning_rate if isinstance(learning_rate, (int, float)) else getattr(learning_rate, "peak", None)
