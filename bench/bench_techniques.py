@@ -42,7 +42,7 @@ VARIANTS = {  # name: (command after python, the technique's flags)
     "bf16": (REGRESSION, ["--mixed-precision", "bf16"]),  # CPUs with bfloat16 instructions (AMX, AVX512-BF16)
     "in-batch 64": (IN_BATCH, ["--batch-size", "64"]),
     "in-batch 512 cached": (IN_BATCH, ["--batch-size", "512", "--cached-mini-batch-size", "64"]),
-    "in-batch, no added negatives": (NEGATIVES, []),
+    "in-batch without hard negatives": (NEGATIVES, []),
     "in-batch + word-order negatives": (NEGATIVES, ["--word-order-negatives", "1"]),
     "in-batch + mined negatives": (NEGATIVES, ["--train", MINED]),
 }
