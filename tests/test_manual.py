@@ -389,6 +389,18 @@ def test_pretrained_models_page_has_a_row_per_model_from_the_one_results_file(si
             assert (site / "models" / model["model"] / "index.html").exists()
 
 
+def test_the_speed_page_explains_every_system_it_measures():
+    """Every system name in the speed page's tables (st_onnx_o1, zoo_light_int8 ...) is explained in its legend."""
+    text = (ROOT / "docs" / "results" / "speed.md").read_text(encoding="utf-8")
+    legend = text.split("### ", 1)[0]
+    named = set(re.findall(r"`([a-z][\w-]*\*?)`", legend))
+    systems = set(re.findall(r"^\| ((?:zoo|st|transformers)_[\w-]+) \|", text, re.MULTILINE))
+    assert len(systems) >= 10, systems
+    unexplained = [s for s in systems if s not in named and not any(n.endswith("*") and s.startswith(n[:-1])
+                                                                    for n in named)]
+    assert not unexplained, unexplained
+
+
 def test_search_finds_chinese_words(site):
     """The built search index splits text where the search plugin's jieba put zero-width spaces between Chinese
     words (its dictionary plus tools/search_words.txt, which keeps product names like 花呗 whole), so a Chinese word a

@@ -221,6 +221,24 @@ def fastest_systems(model, prefix):
             min(names, key=lambda k: model["latency_batch1"][k]["median_ms"]))
 
 
+SYSTEMS = """
+The systems, all on the same weights (bench/bench_inference.py and bench/st_worker.py):
+
+- `zoo_fp32`, `zoo_bf16`, `zoo_onnx-fp32`, `zoo_int8`, `zoo_openvino-int8`: `SentenceEncoder.encode(engine=...)`
+  on Keras: float32 (XLA), bfloat16, zoo's fused ONNX Runtime graph in float32 or statically quantized to int8, and
+  that int8 graph on OpenVINO ([fast inference](../inference.md)).
+- `zoo_light_*`: the same graphs through the light runtime (`OnnxEncoder`, what `zoo encode` runs: no TensorFlow).
+- `transformers_fp32`: transformers' `BertModel` on PyTorch, float32: the reference every ratio divides by.
+- `st_torch_fp32`, `st_onnx_fp32`, `st_openvino_fp32`: sentence-transformers' torch, ONNX and OpenVINO backends.
+- `st_onnx_o1`, `st_onnx_o2`, `st_onnx_o3`: its ONNX exports optimized by optimum's O1 (basic graph
+  optimizations), O2 (+ transformer fusions) and O3 (+ GELU approximation).
+- `st_onnx_int8`, `st_onnx_int8_avx2`: its dynamically quantized ONNX exports for this CPU's instruction set and
+  for AVX2; `st_openvino_int8`: its OpenVINO export statically quantized by NNCF.
+- `zoo_int8_onnxruntime` (the last section, an earlier zoo): int8 through a tf2onnx export on ONNX Runtime, before
+  the fused graphs.
+"""
+
+
 def block_inference(src, arg=None):
     """Per CPU and model of the bench/results/inference*.json files: what precision fastest picks, and that path against
     transformers fp32 and the best sentence-transformers backend, in throughput (batch 64) and one-sentence latency."""
@@ -824,7 +842,7 @@ def md_section(src, heading, name, intro):
 
 
 def page_speed(src):
-    out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n"]
+    out = [HEADER, "# Speed\n\n## Encoding: zoo, transformers and sentence-transformers\n", SYSTEMS]
     for run in INFERENCE_RUNS:
         current = src.bench(run)
         flags = sorted({f for m in current["models"].values() for f in m["cpu_flags"]})
