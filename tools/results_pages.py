@@ -717,7 +717,8 @@ PAGE_TITLES = {  # the pages of the results files no page above covers: (title, 
     "model_choice": ("Quality against speed", "zoo's shipped encoders and the architectures of public Chinese "
                      "encoders: five-task test Spearman beside sentences/s on this CPU"),
     "techniques": ("Training techniques, measured", "the 4,000-pair LCQMC regression run with each training "
-                   "technique: valid and test Spearman, training seconds"),
+                   "technique, the in-batch run's batch sizes and hard negatives: valid and test Spearman, "
+                   "WORDORDER and PAWS-X valid, training seconds"),
     "million_milvus_10k": ("Milvus Lite beside zoo's indexes", "Milvus Lite's FLAT and IVF_FLAT beside exact search "
                            "and HNSW on a small sample of the million-sentence corpus"),
     "quality_ablation": ("Word-order ablation", "word-order negatives and in-batch ranking, each and together, "
