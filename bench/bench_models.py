@@ -9,8 +9,13 @@ Speed: the first --sentences LCQMC test sentences at batch 64 (maxlen 64) throug
 (``encode(engine="fastest")``), after one warm-up pass; --rounds rounds, each timing every model once in a rotated
 order; the median sentences/s. Public models cannot be downloaded here: their architectures are timed with random
 weights of the published shape (speed does not depend on the weights), beside their published quality
-(bench/results/public_baselines.json). zoo's quality is its presets' (data/presets/NAME/ship.json). Writes
-bench/results/model_choice.json and .md; the results page draws the chart.
+(bench/results/public_baselines.json). zoo's quality is its presets' (data/presets/NAME/ship.json). With
+``--students RUNS`` (bench/quality_students.sh's folder, default runs/students, when it and
+bench/results/quality_students.json are there) the chart also shows models trained here but not shipped: the student
+chosen on valid (sentences/s) and the per-task cross-encoders (pairs/s: one pair is one model call, where a
+bi-encoder encodes two sentences; their quality is the four teachers' test scores, PAWS-X by the LCQMC one). Writes
+bench/results/model_choice.json and .md (``markdown``: a section for the model card, ``tools/ship_preset.py
+--extra``); the manual draws the chart.
 """
 
 from __future__ import annotations
@@ -78,6 +83,54 @@ def random_encoder(shape, tokenizer, seed=0):
     return zoo.SentenceEncoder(backbone, tokenizer, pooling="cls", maxlen=MAXLEN)
 
 
+def pairs(n):
+    with gzip.open(os.path.join(ROOT, "data", "LCQMC", "LCQMC.test.data.gz"), "rt", encoding="utf-8") as f:
+        rows = [line.split("\t")[:2] for line in f]
+    return [tuple(r) for r in rows[:n]]
+
+
+def trained_here(runs):
+    """{name: (model, maxlen, kind, quality record)} of the chosen student and the LCQMC cross-encoder (the
+    teachers' architecture), from bench/results/quality_students.json and the runs folder; {} without them."""
+    import zoo
+
+    path = os.path.join(HERE, "results", "quality_students.json")
+    if not runs or not os.path.exists(path) or not os.path.isdir(runs):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        students = json.load(f)
+    chosen = next(s for s in students["students"] if s["student"] == students["chosen"])
+    teachers = students["teachers"]
+    student = zoo.from_preset(os.path.join(runs, chosen["student"], "run", "model"))
+    cross = zoo.CrossEncoder.from_preset(os.path.join(runs, "teacher_LCQMC", "model"), maxlen=MAXLEN)
+    return {
+        f"student {chosen['student']} (not shipped)": (student, student.maxlen, "zoo student (not shipped)",
+                                                       {"test_spearman": {t: round(chosen["test"][t], 2)
+                                                                          for t in TASKS}}),
+        "cross-encoder per task (L4, not shipped)": (cross, MAXLEN, "zoo cross-encoders (pairs/s)",
+                                                     {"test_spearman": {t: round(teachers[t]["test_spearman"], 2)
+                                                                        for t in TASKS}})}
+
+
+def run_once(model, texts, pair_list, maxlen):
+    if hasattr(model, "encode"):
+        model.encode(texts, batch_size=BATCH, maxlen=maxlen, engine="fastest", show_progress_bar=False)
+    else:
+        model.score(pair_list, batch_size=BATCH, engine="fastest", show_progress_bar=False)
+
+
+def card_markdown(rows):
+    """The model card's section: every measured model's five-task mean and speed, and where the chart is."""
+    lines = ["## Beside other Chinese encoders", "",
+             "Five-task test Spearman mean against speed on 2 CPU cores (batch 64, engine fastest; public models: "
+             "published quality, speed of their architecture with random weights). The chart: the manual's "
+             "Choosing a model page (docs/choosing.md); from `bench/results/model_choice.json`.", "",
+             "| model | 5-task mean | per second |", "|---|---|---|"]
+    lines += [f"| {r['model']} | {r['mean']:.2f} | {r['sentences_per_second']:,.0f} "
+              f"{'pairs' if 'pairs' in r['kind'] else 'sentences'} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def mean_quality(scores):
     return round(statistics.mean(scores[t] for t in TASKS), 2)
 
@@ -87,27 +140,31 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sentences", type=int, default=1024)
     parser.add_argument("--output", default=os.path.join(HERE, "results", "model_choice"))
+    parser.add_argument("--students", default=os.path.join(ROOT, "runs", "students"),
+                        help="bench/quality_students.sh's runs folder ('' to leave its models out)")
     args = parser.parse_args()
 
     import zoo
     from zoo.hardware import cpu_kind, cpu_model, usable_cpus
 
-    texts = sentences(args.sentences)
+    texts, pair_list = sentences(args.sentences), pairs(args.sentences)
     shipped = {name: zoo.from_preset(name) for name in SHIPPED}
     models = {name: (model, model.maxlen) for name, model in shipped.items()}
+    extra = trained_here(args.students)
+    models.update({name: (model, maxlen) for name, (model, maxlen, _, _) in extra.items()})
     tokenizer = shipped[SHIPPED[0]].tokenizer
     models.update({f"{name}, random weights": (random_encoder(shape, tokenizer), MAXLEN)
                    for name, (shape, _) in SHAPES.items()})
     engines, seconds = {}, {name: [] for name in models}
     for name, (model, maxlen) in models.items():  # warm-up: graphs written, fastest's choice measured
-        model.encode(texts, batch_size=BATCH, maxlen=maxlen, engine="fastest", show_progress_bar=False)
+        run_once(model, texts, pair_list, maxlen)
         engines[name] = model.vector_source("fastest") if hasattr(model, "vector_source") else None
     names = list(models)
     for r in range(args.rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             model, maxlen = models[name]
             t0 = time.perf_counter()
-            model.encode(texts, batch_size=BATCH, maxlen=maxlen, engine="fastest", show_progress_bar=False)
+            run_once(model, texts, pair_list, maxlen)
             seconds[name].append(time.perf_counter() - t0)
         print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {len(texts) / seconds[n][-1]:.0f}/s" for n in names),
               flush=True)
@@ -136,16 +193,21 @@ def main():
                          "size_bytes": 4 * encoder.count_params(), "size_is": "float32 weights, 4 bytes a parameter"})
     for row in rows:
         row["licence"], row["use"], row["card"] = CARDS[row["model"]]
+    not_shipped = [{"model": name, "kind": kind, "timed": name, "test_spearman": quality["test_spearman"],
+                    "mean": mean_quality(quality["test_spearman"]), "parameters": model.count_params(),
+                    "maxlen": maxlen, "source": "bench/results/quality_students.json"}
+                   for name, (model, maxlen, kind, quality) in extra.items()]
     speed = {name: round(len(texts) / statistics.median(s), 1) for name, s in seconds.items()}
-    for row in rows:
-        row["sentences_per_second"] = speed[row["timed"]]
+    for row in rows + not_shipped:
+        row["sentences_per_second"] = speed[row["timed"]]  # pairs/s for a cross-encoder (one pair a text)
     record = {"command": " ".join(["python", "bench/bench_models.py", *sys.argv[1:]]),
               "machine": {"cpu": cpu_model(), "kind": cpu_kind(), "cpus": usable_cpus()},
               "setting": {"sentences": len(texts), "batch_size": BATCH, "maxlen": MAXLEN, "rounds": args.rounds,
                           "engine": "fastest"},
-              "engines": engines, "sentences_per_second": speed, "rows": rows,
+              "engines": engines, "sentences_per_second": speed, "rows": rows, "not_shipped": not_shipped,
               "note": "public models are timed with random weights of their published shape; their quality is the "
                       "published figure (bench/results/public_baselines.json)"}
+    record["markdown"] = card_markdown(rows + not_shipped)
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     lines = [f"Five-task test Spearman against sentences/s at batch {BATCH} (maxlen {MAXLEN}, engine fastest) on "
              f"{cpu_model()} ({cpu_kind()}, {usable_cpus()} CPUs), median of {args.rounds} rounds; "
@@ -154,7 +216,10 @@ def main():
              "|---|---|---|---|" + "---|" * len(TASKS) + "---|"]
     lines += [f"| {r['model']} | {r['timed']} | {r['parameters'] / 1e6:.1f} M | {r['mean']:.2f} | "
               + " | ".join(f"{r['test_spearman'][t]:.2f}" for t in TASKS) + f" | {r['sentences_per_second']:.0f} |"
-              for r in rows]
+              for r in rows + not_shipped]
+    if not_shipped:
+        lines += ["", "Not shipped (trained here, issue 58): the student and the per-task cross-encoders; a "
+                  "cross-encoder's figure is pairs/s (one call per pair; a bi-encoder encodes two sentences a pair)."]
     record["table"] = lines  # the manual shows it (tools/results_pages.py: bench-table)
     with open(args.output + ".json", "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1, ensure_ascii=False)

@@ -30,21 +30,24 @@ SCALE = 5.0  # labels are written on STS-B's 0-5 scale
 
 def recombined(sentences, gold, count, neighbours, seed):
     """Pairs of train sentences that are not gold pairs: ``count`` sentences sampled (``seed``) with their
-    ``neighbours`` BM25 nearest other sentences each."""
+    ``neighbours`` BM25 nearest other sentences each, skipping itself, its gold partners and pairs already taken."""
     from zoo.retrieval.lexical import BM25
 
     rng = np.random.default_rng(seed)
     chosen = rng.choice(len(sentences), size=min(count, len(sentences)), replace=False)
     index = BM25(sentences)
     pairs, seen = [], set(gold)
-    hits = index.top([sentences[i] for i in chosen], neighbours, hidden=())
+    # a few more hits than needed: the sentence itself and its gold partners come first and are skipped
+    hits = index.top([sentences[i] for i in chosen], neighbours + 4, hidden=())
     for i, row in zip(chosen.tolist(), hits):
-        for j, _ in [(j, s) for j, s in row if j != i][:neighbours]:
+        taken = 0
+        for j, _ in row:
             key = (sentences[i], sentences[j])
-            if key in seen or key[::-1] in seen:
+            if taken == neighbours or j == i or key in seen or key[::-1] in seen:
                 continue
             seen.add(key)
             pairs.append(key)
+            taken += 1
     return pairs
 
 

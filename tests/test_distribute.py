@@ -230,6 +230,22 @@ def test_several_tensorflow_replicas_train_without_xla_and_the_job_records_it(mo
     assert calls == [(("data-parallel", None, 1, None), {"batch_size": 8})]
 
 
+def test_jax_across_processes_refuses_uncompiled_steps_naming_the_flag():
+    """JAX's all-reduce between processes runs only in compiled steps (uncompiled, the docs' two-process example
+    aborted with "Termination timeout for all reduce"): jit_compile off is a ConfigError there, spelled as the
+    command line's --no-jit-compile; one JAX process, or XLA on, is left as requested."""
+    from zoo.config import command_line_error
+    from zoo.jobs.bi_encoder import BiEncoderConfig
+
+    two = distribute.Distribution("data-parallel", "jax", devices=2, processes=2)
+    with pytest.raises(ConfigError, match="^data-parallel training on JAX across 2 processes needs XLA-compiled") \
+            as caught:
+        two.jit_compile(False)
+    assert str(command_line_error(caught.value, BiEncoderConfig)).endswith("): drop --no-jit-compile")
+    assert two.jit_compile(True) is True
+    assert distribute.Distribution("data-parallel", "jax", devices=2).jit_compile(False) is False
+
+
 def test_bad_distribution_settings_are_named(monkeypatch):
     with pytest.raises(ConfigError, match="^mode must be one of"):
         distribute.setup("model-parallel")

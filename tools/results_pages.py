@@ -364,22 +364,26 @@ def draw_recall_chart(data, path):
 
 
 def choice_chart_name(data):
-    return chart_name("model_choice", [[r["model"], r["mean"], r["sentences_per_second"]] for r in data["rows"]])
+    return chart_name("model_choice", [[r["model"], r["mean"], r["sentences_per_second"]]
+                                       for r in data["rows"] + data.get("not_shipped", [])])
 
 
 def draw_choice_chart(data, path):
     """bench_models: each model's five-task test Spearman mean against sentences/s on this CPU."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5))
-    colours = {"zoo preset": "#2b6cb0", "public (published quality)": "#dd6b20"}
+    colours = {"zoo preset": "#2b6cb0", "public (published quality)": "#dd6b20",
+               "zoo student (not shipped)": "#38a169", "zoo cross-encoders (pairs/s)": "#805ad5"}
     for kind, colour in colours.items():
-        rows = [r for r in data["rows"] if r["kind"] == kind]
+        rows = [r for r in data["rows"] + data.get("not_shipped", []) if r["kind"] == kind]
+        if not rows:
+            continue
         ax.scatter([r["sentences_per_second"] for r in rows], [r["mean"] for r in rows], color=colour, label=kind)
         for r in rows:
             ax.annotate(r["model"], (r["sentences_per_second"], r["mean"]), fontsize=7, xytext=(4, 3),
                         textcoords="offset points")
     ax.set_xscale("log")
-    ax.set_xlabel(f"sentences/s at batch {data['setting']['batch_size']}, engine fastest, "
+    ax.set_xlabel(f"sentences/s (cross-encoders: pairs/s) at batch {data['setting']['batch_size']}, engine fastest, "
                   f"{data['machine']['cpus']} CPU cores (log scale; right is faster)")
     ax.set_ylabel("test Spearman, mean of the five tasks")
     ax.set_title("public models: published quality, speed of their shape with random weights", fontsize=9)
@@ -393,6 +397,13 @@ def block_model_choice(src, arg=None):
     data = src.bench("model_choice")
     return (f"![five-task test Spearman against sentences/s](docs/results/{choice_chart_name(data)})\n\n"
             + block_bench_table(src, "model_choice"))
+
+
+def block_model_choice_chart(src, arg=None):
+    """bench_models' chart alone (the pretrained-models page, whose table comes from the same file)."""
+    data = src.bench("model_choice")
+    return (f"![five-task test Spearman against sentences/s](docs/results/{choice_chart_name(data)})\n\n"
+            + source("bench/results/model_choice.json"))
 
 
 def block_pretrained_models(src, arg=None):
@@ -701,7 +712,8 @@ BLOCKS = {"bench-table": block_bench_table, "models": block_models, "main-job": 
           "generation": block_generation, "integrity": block_integrity, "soak": block_soak, "serving": block_serving,
           "streaming": block_streaming, "distribute": block_distribute, "public-models": block_public_models,
           "matchers": block_matchers, "compare-plots": block_compare_plots, "search-chart": block_search_chart,
-          "model-choice": block_model_choice, "pretrained-models": block_pretrained_models}
+          "model-choice": block_model_choice, "model-choice-chart": block_model_choice_chart,
+          "pretrained-models": block_pretrained_models}
 
 
 # ------------------------------------------------------------------------------ pages (docs/results/)
@@ -723,6 +735,9 @@ PAGE_TITLES = {  # the pages of the results files no page above covers: (title, 
                            "and HNSW on a small sample of the million-sentence corpus"),
     "quality_ablation": ("Word-order ablation", "word-order negatives and in-batch ranking, each and together, "
                          "compared on valid"),
+    "quality_students": ("The bi-encoder taught by cross-encoders", "a cross-encoder per task (the teachers), "
+                         "their silver pairs, and zoo-embed-zh-L4 students trained on them: valid for choosing, "
+                         "test for reporting, and the decision on the preset"),
     "quality_continue": ("Word-order negatives on the shipped model", "zoo-embed-zh-L4 trained further with "
                          "word-order negatives at several doses"),
     "questions": ("Questions to passages", "BM25, dense and hybrid search from questions to passages"),

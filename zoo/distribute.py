@@ -57,10 +57,16 @@ class Distribution:
 
     def jit_compile(self, requested):
         """Whether training steps may be XLA-compiled: ``requested``, except with several TensorFlow replicas
-        (MirroredStrategy's steps cannot be jit-compiled on CPU)."""
+        (MirroredStrategy's steps cannot be jit-compiled on CPU). JAX across processes needs it: its gradient
+        all-reduce is a compiled collective, and uncompiled steps abort ("Termination timeout for all reduce"), so
+        ``requested=False`` there is a ConfigError naming ``jit_compile``."""
         if requested and self.backend == "tensorflow" and self.devices > 1:
             log.info("MirroredStrategy: training without XLA (jit_compile off)")
             return False
+        if not requested and self.backend == "jax" and self.processes > 1:
+            raise ConfigError(f"data-parallel training on JAX across {self.processes} processes needs XLA-compiled "
+                              "steps (the gradient all-reduce between processes; uncompiled, JAX aborts with "
+                              "'Termination timeout for all reduce'): drop jit_compile", param="jit_compile")
         return requested
 
     def record(self, batch_size):
