@@ -124,7 +124,8 @@ def card_markdown(rows):
     lines = ["## Beside other Chinese encoders", "",
              "Five-task test Spearman mean against speed on 2 CPU cores (batch 64, engine fastest; public models: "
              "published quality, speed of their architecture with random weights). The chart: the manual's "
-             "Choosing a model page (docs/choosing.md); from `bench/results/model_choice.json`.", "",
+             "pages Pretrained models and Choosing a loss and a model (docs/pretrained-models.md, docs/choosing.md); "
+             "from `bench/results/model_choice.json`.", "",
              "| model | 5-task mean | per second |", "|---|---|---|"]
     lines += [f"| {r['model']} | {r['mean']:.2f} | {r['sentences_per_second']:,.0f} "
               f"{'pairs' if 'pairs' in r['kind'] else 'sentences'} |" for r in rows]

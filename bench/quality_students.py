@@ -22,12 +22,13 @@ import glob
 import json
 import os
 import random
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from quality_ablation import cpu_seconds, portable  # noqa: E402
+from quality_ablation import cpu_seconds  # noqa: E402
 from quality_continue import BGE_SMALL  # noqa: E402
 
 from zoo.paths import write_json_atomic  # noqa: E402
@@ -88,11 +89,27 @@ def shipped_scores():
         "scores"]["float32"]
 
 
+def typed(command):
+    """A recorded command as a user types it: ``zoo`` for the entry point."""
+    return re.sub(r"^\S*(__main__\.py|zoo)\s", "zoo ", command)
+
+
+def relative_paths(record, runs):
+    """``record`` with the absolute paths of the runs folder (and of the folders its teachers link to) written as
+    ``runs``, the folder as the command line named it."""
+    prefixes = {os.path.abspath(runs), os.path.realpath(runs)}
+    prefixes |= {os.path.dirname(os.path.realpath(p)) for p in glob.glob(os.path.join(runs, "teacher_*"))}
+    text = json.dumps(record, ensure_ascii=False)
+    for prefix in sorted(prefixes, key=len, reverse=True):
+        text = text.replace(prefix + "/", runs.rstrip("/") + "/")
+    return json.loads(text)
+
+
 def read_teacher(runs, task):
     folder = os.path.join(runs, f"teacher_{task}")
     run = read_json(os.path.join(folder, "results.json"))
     config = run["config"]
-    return {"task": task, "head": config["head"], "command": portable(run["command"], f"teacher_{task}"),
+    return {"task": task, "head": config["head"], "command": typed(run["command"]),
             "train_seconds": run["train_seconds"], "cpu_seconds": cpu_seconds(folder),
             **{k: run.get(k) for k in ("valid_spearman", "test_spearman", "valid_accuracy", "test_accuracy")}}
 
@@ -102,12 +119,14 @@ def read_student(folder):
     data = read_json(os.path.join(folder, "data", "data.json"))
     kept = next(e for e in run["epochs"] if e["epoch"] == run["best_epoch"])
     valid = {t: kept[f"valid_{t}_spearman"] for t in TASKS}
+    last = run["epochs"][-1]  # the trained model, kept or not
     name = os.path.basename(os.path.normpath(folder))
     return {"student": name, "gold": data["gold"], "new": data["new"], "train": data["train"],
-            "command": portable(run["command"], name).replace(f"--data-dir {folder}/data",
-                                                              f"--data-dir runs/{name}/data"),
+            "command": typed(run["command"]),
             "kept_epoch": run["best_epoch"], "valid": valid, "mean4": sum(valid.values()) / 4,
-            "WORDORDER": kept["valid_WORDORDER_spearman"],
+            "WORDORDER": kept["valid_WORDORDER_spearman"], "last_epoch": last["epoch"],
+            "last_valid": {t: last[f"valid_{t}_spearman"] for t in TASKS},
+            "last_WORDORDER": last["valid_WORDORDER_spearman"],
             "shipped_valid": {t: run["epochs"][0][f"valid_{t}_spearman"] for t in TASKS},
             "shipped_WORDORDER": run["epochs"][0]["valid_WORDORDER_spearman"],
             "valid_PAWSX": run["tasks"]["PAWSX"]["valid_spearman"],
@@ -159,23 +178,26 @@ def markdown(teachers, silver, students, chosen, shipped, decision):
         t.append(f"| {task} | {r['gold_pairs']:,} | {r['new_pairs']:,} | {100 * r['teacher_agrees_with_gold']:.1f}% "
                  f"| {', '.join(map(str, r['new_label_histogram']))} | {r['seconds']['scoring']:.0f} |")
     first = students[0]
-    t += ["", "Students on valid (x100, the kept epoch; chosen: the best WORDORDER within "
-          f"{MAX_DROP} of the best four-task mean):", "",
-          "| student | pairs per binary task (gold + new) | ATEC | BQ | LCQMC | STS-B | 4-task mean | WORDORDER |",
-          "|---|---|---|---|---|---|---|---|",
-          "| shipped zoo-embed-zh-L4 | - | " + " | ".join(f2(first["shipped_valid"][k]) for k in TASKS)
+    t += ["", "Students on valid (x100) after their epoch of training; the job keeps the epoch (0: the shipped model "
+          "itself) with the best mean of the four tasks and WORDORDER, and the student is chosen by its kept model: "
+          f"the best WORDORDER within {MAX_DROP} of the best four-task mean:", "",
+          "| student: pairs per binary task (gold + new), kept epoch | ATEC | BQ | LCQMC | STS-B | 4-task mean | "
+          "WORDORDER |", "|---|---|---|---|---|---|---|",
+          "| shipped zoo-embed-zh-L4 (epoch 0) | " + " | ".join(f2(first["shipped_valid"][k]) for k in TASKS)
           + f" | {f2(sum(first['shipped_valid'].values()) / 4)} | {f2(first['shipped_WORDORDER'])} |"]
     for s in students:
-        mark = " (chosen)" if s is chosen else ""
-        t.append(f"| {s['student']}{mark} | {s['gold']:,} + {s['new']:,} | "
-                 + " | ".join(f2(s["valid"][k]) for k in TASKS) + f" | {f2(s['mean4'])} | {f2(s['WORDORDER'])} |")
+        mark = ", chosen" if s is chosen else ""
+        t.append(f"| {s['student']}: {s['gold']:,} + {s['new']:,}, kept {s['kept_epoch']}{mark} | "
+                 + " | ".join(f2(s["last_valid"][k]) for k in TASKS)
+                 + f" | {f2(sum(s['last_valid'].values()) / 4)} | {f2(s['last_WORDORDER'])} |")
     t += ["", "Students on test (x100, reported; nothing chosen on it), beside bge-small-zh-v1.5's published figures "
           "(public-baselines.md):", "",
           "| model | " + " | ".join(TEST_TASKS) + " | mean | above bge-small |", "|---|---|---|---|---|---|---|---|",
           "| bge-small-zh-v1.5 | " + " | ".join(f2(BGE_SMALL[k]) for k in TEST_TASKS)
           + f" | {f2(sum(BGE_SMALL.values()) / 5)} | - |"]
     rows = [("shipped zoo-embed-zh-L4", {k: shipped[k]["test_spearman"] for k in TEST_TASKS})]
-    rows += [(s["student"], s["test"]) for s in students]
+    rows += [(s["student"] + ("" if s["kept_epoch"] else " (kept epoch 0: the shipped model)"), s["test"])
+             for s in students]
     for name, test in rows:
         above = sum(test[k] > BGE_SMALL[k] for k in TEST_TASKS)
         t.append(f"| {name} | " + " | ".join(f2(test[k]) for k in TEST_TASKS)
@@ -195,6 +217,7 @@ def write_report(runs, output):
     silver = {task: read_json(os.path.join(runs, "silver", task, "silver.json")) for task in SILVER_TASKS}
     students = [read_student(folder) for folder in sorted(glob.glob(os.path.join(runs, "st_*")))
                 if os.path.exists(os.path.join(folder, "run", "results.json"))]
+    students.sort(key=lambda s: (s["gold"], s["new"]))
     if not students:
         raise SystemExit(f"{runs}: no finished student (st_*/run/results.json)")
     chosen = choose(students)
@@ -207,9 +230,11 @@ def write_report(runs, output):
                 f"tasks with a five-task mean of {mean:.2f} against the shipped {shipped_mean:.2f}: "
                 + ("it replaces zoo-embed-zh-L4." if ship else
                    "the rule (at least 3 of 5 and a higher mean) is not met, so zoo-embed-zh-L4 stays as it is."))
+    teachers, silver, students = relative_paths([teachers, silver, students], runs)
+    chosen = next(s for s in students if s["student"] == chosen["student"])
     table = markdown(teachers, silver, students, chosen, shipped, decision)
     write_json_atomic(output, {
-        "command": "python bench/quality_students.py report runs/students",
+        "command": f"python bench/quality_students.py report {runs}",
         "what": "cross-encoder teachers per task, silver pairs, and zoo-embed-zh-L4 students trained on them; the "
                 "student chosen on valid, the preset replaced only by the stated rule",
         "teachers": teachers, "silver": silver, "students": students, "chosen": chosen["student"],

@@ -364,7 +364,7 @@ def draw_recall_chart(data, path):
 
 
 def choice_chart_name(data):
-    return chart_name("model_choice", [[r["model"], r["mean"], r["sentences_per_second"]]
+    return chart_name("model_choice", [[r["model"], r["mean"], r["sentences_per_second"], r["kind"]]
                                        for r in data["rows"] + data.get("not_shipped", [])])
 
 
@@ -379,10 +379,13 @@ def draw_choice_chart(data, path):
         if not rows:
             continue
         ax.scatter([r["sentences_per_second"] for r in rows], [r["mean"] for r in rows], color=colour, label=kind)
+        below = kind in ("zoo preset", "zoo cross-encoders (pairs/s)")  # under their points, clear of the others
         for r in rows:
-            ax.annotate(r["model"], (r["sentences_per_second"], r["mean"]), fontsize=7, xytext=(4, 3),
-                        textcoords="offset points")
+            ax.annotate(r["model"], (r["sentences_per_second"], r["mean"]), fontsize=7,
+                        xytext=(4, -10) if below else (4, 3), textcoords="offset points")
     ax.set_xscale("log")
+    speeds = [r["sentences_per_second"] for r in data["rows"] + data.get("not_shipped", [])]
+    ax.set_xlim(min(speeds) / 1.3, max(speeds) * 2.2)  # room for the labels right of the fastest points
     ax.set_xlabel(f"sentences/s (cross-encoders: pairs/s) at batch {data['setting']['batch_size']}, engine fastest, "
                   f"{data['machine']['cpus']} CPU cores (log scale; right is faster)")
     ax.set_ylabel("test Spearman, mean of the five tasks")
