@@ -21,10 +21,14 @@ TASKS = ("ATEC", "BQ", "LCQMC", "STS-B")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "quality_ablation.json")
 
 
+def typed(command):
+    """A recorded command as a user types it: ``zoo`` for the entry point."""
+    return re.sub(r"^\S*(__main__\.py|zoo)\s", "zoo ", command)
+
+
 def portable(command, name):
     """The run's command as a user types it: ``zoo`` for the entry point, ``runs/NAME`` for its folder."""
-    command = re.sub(r"^\S*(__main__\.py|zoo)\s", "zoo ", command)
-    return re.sub(r"--output \S+", f"--output runs/{name}", command)
+    return re.sub(r"--output \S+", f"--output runs/{name}", typed(command))
 
 
 def ingredients(config):

@@ -3,7 +3,7 @@ teachers (a cross-encoder per task), the students (zoo-embed-zh-L4 trained furth
 decision on the preset, from the runs that bench/quality_students.sh makes.
 
     bash bench/quality_students.sh RUNS                  # teachers, silver pairs, students (hours on 2 cores)
-    python bench/quality_students.py data --silver RUNS/silver --gold 8000 --new 8000 --output RUNS/data_g8k_n8k
+    python bench/quality_students.py data --silver RUNS/silver --gold 8000 --new 8000 --output RUNS/st_gold8k_new8k/data
     python bench/quality_students.py report RUNS         # writes bench/results/quality_students.json and .md
 
 ``data`` builds a student's data folder: per binary task the first GOLD gold pairs (labelled by the teacher) and the
@@ -22,13 +22,12 @@ import glob
 import json
 import os
 import random
-import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from quality_ablation import cpu_seconds  # noqa: E402
+from quality_ablation import cpu_seconds, typed  # noqa: E402
 from quality_continue import BGE_SMALL  # noqa: E402
 
 from zoo.paths import write_json_atomic  # noqa: E402
@@ -87,11 +86,6 @@ def shipped_scores():
     """The shipped zoo-embed-zh-L4's per-task float32 scores (data/presets/zoo-embed-zh-L4/ship.json)."""
     return read_json(os.path.join(os.path.dirname(HERE), "data", "presets", "zoo-embed-zh-L4", "ship.json"))[
         "scores"]["float32"]
-
-
-def typed(command):
-    """A recorded command as a user types it: ``zoo`` for the entry point."""
-    return re.sub(r"^\S*(__main__\.py|zoo)\s", "zoo ", command)
 
 
 def relative_paths(record, runs):
