@@ -161,9 +161,11 @@ def _one_native_stack(request):
 
 # ------------------------------------------------------------------------------ test order
 # The suite runs on 2 workers (pytest-xdist, tools/run_tests.py), which take one test at a time (--maxschedchunk 1).
-# The longest tests (minutes: subprocess chains) start first, so that the short ones fill the other worker around them instead of leaving one long test alone at the end. Which
-# tests are long is measured, not written here: tests/durations.json holds each test's seconds from a recorded run
-# (``python tools/run_tests.py --record-durations``); a test missing from it counts as short.
+# The longest test files start first, each file's tests together: the short files at the end fill the other worker
+# around the last long test instead of leaving it alone, and a file's module fixtures (servers, trained models) are
+# set up once per worker (ordering single tests across files had set some up again after every interleaved test).
+# Which files are long is measured, not written here: tests/durations.json holds each test's seconds from a recorded
+# run (``python tools/run_tests.py --record-durations``); a test missing from it counts as short.
 
 
 def pytest_collection_modifyitems(items):
@@ -184,6 +186,10 @@ def pytest_sessionfinish(session):
     path = os.environ.get("ZOO_RECORD_DURATIONS")
     if path and _durations and not hasattr(session.config, "workerinput"):
         recorded = recorded_durations(path)
+        option = session.config.option
+        if not (option.file_or_dir or option.keyword or option.markexpr):  # the whole lane ran: forget the tests gone
+            lane = session.config.getoption("lane")
+            recorded = {k: v for k, v in recorded.items() if lane_of(k.split("::")[0]) != lane}
         recorded.update({k: round(v, 1) for k, v in _durations.items()})
         Path(path).write_text(json.dumps(dict(sorted(recorded.items())), indent=0) + "\n", encoding="utf-8")
 

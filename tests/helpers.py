@@ -546,7 +546,7 @@ def tiny_train_config(root, output, **kw):
 
 # ------------------------------------------------------------------------------ the suite's order
 DURATIONS = Path(__file__).with_name("durations.json")  # seconds per test of a recorded run (conftest.py)
-LONG = 30.0  # seconds: tests at least this long run first, longest first; the others keep their order
+LONG = 30.0  # seconds: within a test file, tests at least this long run first, longest first
 
 
 def recorded_durations(path=DURATIONS):
@@ -558,14 +558,22 @@ def recorded_durations(path=DURATIONS):
 
 
 def longest_first(items, durations):
-    """``items`` reordered: those recorded at ``LONG`` seconds or more first, longest first; the rest as they were
-    (a stable sort)."""
+    """``items`` reordered: test files by their recorded seconds in all, longest first, each file's tests together
+    (its module-scoped fixtures, a server or a trained model, are then set up once per worker, not again after every
+    test of another file in between); within a file, tests recorded at ``LONG`` seconds or more first, longest
+    first, the rest as they were (stable sorts)."""
+    def file_of(item):
+        return item.nodeid.split("::")[0]
+
+    totals = {}
+    for item in items:
+        totals[file_of(item)] = totals.get(file_of(item), 0.0) + durations.get(item.nodeid, 0.0)
+
     def key(item):
         seconds = durations.get(item.nodeid, 0.0)
-        return -seconds if seconds >= LONG else 0.0
+        return -totals[file_of(item)], file_of(item), -seconds if seconds >= LONG else 0.0
 
     return sorted(items, key=key)
-
 
 
 def recipe_job(path):

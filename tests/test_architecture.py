@@ -139,15 +139,19 @@ def test_no_test_module_imports_another():
 
 
 def test_longest_recorded_tests_run_first():
-    """The suite's order comes from recorded durations (tests/durations.json), not from test names: tests of
-    ``LONG`` seconds or more first, longest first; the rest in their order."""
+    """The suite's order comes from recorded durations (tests/durations.json), not from test names: test files by
+    their recorded seconds in all, longest first, each file's tests together; within a file, tests of ``LONG`` seconds
+    or more first, longest first, the rest in their order."""
     from types import SimpleNamespace
 
     from helpers import LONG, longest_first, recorded_durations
 
-    items = [SimpleNamespace(nodeid=n) for n in ("a", "b", "c", "d", "e")]
-    durations = {"b": LONG + 5, "d": LONG + 50, "c": LONG - 1}
-    assert [i.nodeid for i in longest_first(items, durations)] == ["d", "b", "a", "c", "e"]
+    ids = ("x.py::a", "x.py::b", "y.py::c", "z.py::d", "y.py::e", "z.py::f", "z.py::g")
+    items = [SimpleNamespace(nodeid=n) for n in ids]
+    durations = {"x.py::b": LONG + 5, "y.py::c": LONG - 1, "y.py::e": 2.0, "z.py::d": 10.0, "z.py::f": LONG + 50,
+                 "z.py::g": LONG + 60}
+    assert [i.nodeid for i in longest_first(items, durations)] == [
+        "z.py::g", "z.py::f", "z.py::d", "x.py::b", "x.py::a", "y.py::c", "y.py::e"]
     recorded = recorded_durations()
     assert recorded and max(recorded.values()) >= LONG, "tests/durations.json: record it (tools/run_tests.py)"
 

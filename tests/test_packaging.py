@@ -95,13 +95,19 @@ def scratch_suite(folder, tests):
     (folder / "conftest.py").write_text(Path(REPO, "tests", "conftest.py").read_text(encoding="utf-8"))
     (folder / "helpers.py").write_text(Path(REPO, "tests", "helpers.py").read_text(encoding="utf-8"))  # conftest's
     for name, source in tests.items():
+        (folder / name).parent.mkdir(exist_ok=True)
         (folder / name).write_text(source)
     return folder
 
 
+# a scratch suite's pytest neither records its tests' seconds in this suite's tests/durations.json nor counts them
+# in this lane's report (tools/run_tests.py hands both paths to this run in the environment)
+SCRATCH_ENV = {k: v for k, v in os.environ.items() if k not in ("ZOO_RECORD_DURATIONS", "ZOO_LANE_REPORT")}
+
+
 def pytest_in(folder, *args):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(folder),
-                           *args], cwd=folder, capture_output=True, text=True, timeout=300)
+                           *args], cwd=folder, capture_output=True, text=True, timeout=300, env=SCRATCH_ENV)
     return done.returncode, done.stdout + done.stderr
 
 
@@ -143,10 +149,24 @@ def test_the_lane_runner_sums_the_lanes_in_one_line(tmp_path):
                              "test_ray_encode.py": "def test_ray():\n    pass\n"})
     runner = [sys.executable, os.path.join(REPO, "tools", "run_tests.py"), "--root", str(tmp_path), "-p",
               "no:cacheprovider"]
-    done = subprocess.run(runner, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(runner, capture_output=True, text=True, timeout=300, env=SCRATCH_ENV)
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines[-1] == "3 passed, 0 failed", done.stdout + done.stderr
     assert sum(line.startswith("== lane ") for line in lines) == 3  # main, ray, milvus (empty: no test, passes)
     (tmp_path / "test_milvus.py").write_text("def test_milvus():\n    assert False\n")
-    done = subprocess.run(runner, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(runner, capture_output=True, text=True, timeout=300, env=SCRATCH_ENV)
     assert done.returncode == 1 and done.stdout.strip().splitlines()[-1] == "3 passed, 1 failed", done.stdout
+
+
+def test_recording_durations_replaces_the_lanes_tests_and_keeps_the_others(tmp_path):
+    """``tools/run_tests.py --record-durations`` writes each test's seconds; a test no longer collected is dropped
+    from the file when its whole lane ran, and the tests of a lane that did not run are kept."""
+    scratch_suite(tmp_path, {"tests/test_main.py": "def test_a():\n    pass\n\ndef test_b():\n    pass\n"})
+    recorded = tmp_path / "tests" / "durations.json"
+    recorded.write_text(json.dumps({"tests/test_main.py::test_gone": 99.0, "tests/test_ray_encode.py::test_ray": 5}))
+    runner = [sys.executable, os.path.join(REPO, "tools", "run_tests.py"), "--root", str(tmp_path), "--lanes", "main",
+              "--record-durations", "-p", "no:cacheprovider"]
+    done = subprocess.run(runner, capture_output=True, text=True, timeout=300, env=SCRATCH_ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(json.loads(recorded.read_text())) == ["tests/test_main.py::test_a", "tests/test_main.py::test_b",
+                                                        "tests/test_ray_encode.py::test_ray"]
